@@ -1,0 +1,79 @@
+"""AST -> canonical Step-TP text: superscript first, no spaces, source spelling of numbers.
+
+Parentheses written in the source are kept (``paren`` flags); any others that precedence
+requires are added, so every AST prints to text that parses back to an equal AST.
+"""
+from __future__ import annotations
+
+from .ast import BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, Unary, Var
+
+# Binding strength of each construct (higher binds tighter); mirrors leir.lark.
+_PREC_OR, _PREC_AND, _PREC_CMP, _PREC_ADD, _PREC_MUL, _PREC_UNARY, _PREC_POW, _PREC_ATOM = range(1, 9)
+_BINOP_PREC = {"|": _PREC_OR, "&": _PREC_AND, "+": _PREC_ADD, "-": _PREC_ADD,
+               "*": _PREC_MUL, "/": _PREC_MUL, "//": _PREC_MUL, "%": _PREC_MUL, "**": _PREC_POW}
+
+
+def _prec(e) -> int:
+    if isinstance(e, BinOp):
+        return _BINOP_PREC[e.op]
+    if isinstance(e, Compare):
+        return _PREC_CMP
+    if isinstance(e, Unary):
+        return _PREC_UNARY
+    return _PREC_ATOM
+
+
+def expr_to_str(e, need: int = 0) -> str:
+    """Print ``e`` in a context that requires binding strength ``need``."""
+    s = _bare(e)
+    if e.paren or _prec(e) < need:
+        return "(" + s + ")"
+    return s
+
+
+def _bare(e) -> str:
+    if isinstance(e, Num):
+        return e.text
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Ref):
+        return ref_to_str(e)
+    if isinstance(e, Unary):
+        return e.op + expr_to_str(e.operand, _PREC_UNARY)
+    if isinstance(e, BinOp):
+        p = _BINOP_PREC[e.op]
+        if e.op == "**":  # base is an atom, exponent a unary; right-associative
+            return expr_to_str(e.lhs, _PREC_ATOM) + "**" + expr_to_str(e.rhs, _PREC_UNARY)
+        return expr_to_str(e.lhs, p) + e.op + expr_to_str(e.rhs, p + 1)
+    if isinstance(e, Compare):
+        out = expr_to_str(e.operands[0], _PREC_ADD)
+        for op, operand in zip(e.ops, e.operands[1:]):
+            out += op + expr_to_str(operand, _PREC_ADD)
+        return out
+    if isinstance(e, Call):
+        return e.func + "(" + ",".join(expr_to_str(a) for a in e.args) + ")"
+    raise TypeError(f"not an expression: {e!r}")
+
+
+def ref_to_str(r: Ref) -> str:
+    s = f"{r.name}^{{{r.dtype},{r.scope}}}"
+    if r.index:
+        s += "_{" + ",".join(expr_to_str(i) for i in r.index) + "}"
+    return s
+
+
+def loop_to_str(l: Loop) -> str:
+    return f"{l.kind}^{{{l.extent}}}_{{{l.var}=0}}"
+
+
+def item_to_str(it) -> str:
+    if isinstance(it, Equation):
+        return ref_to_str(it.lhs) + "=" + expr_to_str(it.rhs) + ";"
+    if isinstance(it, Nest):
+        return "".join(loop_to_str(l) for l in it.loops) + "[" + "".join(item_to_str(b) for b in it.body) + "];"
+    raise TypeError(f"not a statement: {it!r}")
+
+
+def body_to_str(body) -> str:
+    """Canonical text of a program body (a sequence of top-level nests)."""
+    return "".join(item_to_str(n) for n in body)
