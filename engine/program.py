@@ -1,0 +1,61 @@
+"""``Program``: the immutable, analysed unit every other part of the project passes around."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .ast import Nest, TensorDecl
+from .printer import body_to_str
+from .semantics import ProgramInfo, analyze
+
+
+@dataclass(frozen=True)
+class Program:
+    """A checked LEIR program: known tensors plus a body whose inits are explicit.
+
+    Build it with ``make_program``; the constructor alone does not check anything.
+    """
+
+    name: str
+    inputs: tuple[TensorDecl, ...]
+    outputs: tuple[TensorDecl, ...]
+    body: tuple[Nest, ...]
+    _info: ProgramInfo | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def info(self) -> ProgramInfo:
+        if self._info is None:  # constructed directly: analyse on first use
+            _, info = analyze(self.inputs, self.outputs, self.body)
+            object.__setattr__(self, "_info", info)
+        return self._info
+
+    @cached_property
+    def leir(self) -> str:
+        return body_to_str(self.body)
+
+    def to_leir(self) -> str:
+        """Canonical Step-TP text of the body."""
+        return self.leir
+
+    @property
+    def known(self) -> tuple[TensorDecl, ...]:
+        return self.inputs + self.outputs
+
+    def with_body(self, body, check_inits: bool = False) -> "Program":
+        """The same known tensors over a new body, re-analysed (raises ``LeirError``)."""
+        return make_program(self.name, self.inputs, self.outputs, body, check_inits=check_inits)
+
+    def to_json(self) -> dict:
+        from .files import program_to_json
+        return program_to_json(self)
+
+    def to_leir_file(self) -> str:
+        from .files import program_to_leir_file
+        return program_to_leir_file(self)
+
+
+def make_program(name: str, inputs, outputs, body, check_inits: bool = False) -> Program:
+    """Analyse and build a ``Program``; raises ``engine.diagnostics.LeirError`` if invalid."""
+    inputs, outputs = tuple(inputs), tuple(outputs)
+    body, info = analyze(inputs, outputs, tuple(body), check_inits=check_inits)
+    return Program(name, inputs, outputs, body, info)
