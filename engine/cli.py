@@ -1,0 +1,31 @@
+"""Shared command-line plumbing: user errors become ``file:line:col: error: ...`` and exit 2."""
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+from .diagnostics import LeirError
+
+EXIT_USER_ERROR = 2
+
+
+def report(err: LeirError, file=None) -> None:
+    print(err.format(), file=file or sys.stderr)
+
+
+def warn(err: LeirError, file=None) -> None:
+    print(err.format().replace(": error: ", ": warning: ", 1), file=file or sys.stderr)
+
+
+def run_cli(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
+    """Run ``main``; a ``LeirError`` anywhere is printed without a traceback and exits 2."""
+    try:
+        return main(argv)
+    except LeirError as err:
+        report(err)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
