@@ -77,3 +77,61 @@ def item_to_str(it) -> str:
 def body_to_str(body) -> str:
     """Canonical text of a program body (a sequence of top-level nests)."""
     return "".join(item_to_str(n) for n in body)
+
+
+# --------------------------------------------------------------------------- display form
+
+
+def _display_ref(r: Ref) -> str:
+    sub = "_{" + ",".join(_display_expr(i) for i in r.index) + "}" if r.index else ""
+    return f"{r.name}{sub}^{{{r.dtype},{r.scope}}}"
+
+
+def _display_expr(e) -> str:
+    """Like ``expr_to_str`` but subscript first and spaces around binary operators."""
+    if isinstance(e, Ref):
+        s = _display_ref(e)
+    elif isinstance(e, BinOp):
+        p = _BINOP_PREC[e.op]
+        if e.op == "**":
+            s = _wrap(e.lhs, _PREC_ATOM) + "**" + _wrap(e.rhs, _PREC_UNARY)
+        else:
+            s = _wrap(e.lhs, p) + f" {e.op} " + _wrap(e.rhs, p + 1)
+    elif isinstance(e, Unary):
+        s = e.op + _wrap(e.operand, _PREC_UNARY)
+    elif isinstance(e, Compare):
+        s = _wrap(e.operands[0], _PREC_ADD)
+        for op, o in zip(e.ops, e.operands[1:]):
+            s += f" {op} " + _wrap(o, _PREC_ADD)
+    elif isinstance(e, Call):
+        s = e.func + "(" + ", ".join(_display_expr(a) for a in e.args) + ")"
+    else:
+        s = _bare(e)
+    return s
+
+
+def _wrap(e, need: int) -> str:
+    s = _display_expr(e)
+    return "(" + s + ")" if e.paren or _prec(e) < need else s
+
+
+def _display_item(it, indent: str) -> list[str]:
+    if isinstance(it, Equation):
+        return [indent + _display_ref(it.lhs) + " = " + _display_expr(it.rhs) + ";"]
+    loops = " ".join(f"{l.kind}_{{{l.var}=0}}^{{{l.extent}}}" for l in it.loops)
+    lines = [indent + loops + " ["]
+    for b in it.body:
+        lines += _display_item(b, indent + "  ")
+    lines.append(indent + "];")
+    return lines
+
+
+def body_to_display(body) -> str:
+    """The paper's display form: subscript before superscript, spaces, one equation per line.
+
+    It parses back to the same AST; use it for reading, never for data.
+    """
+    lines: list[str] = []
+    for n in body:
+        lines += _display_item(n, "")
+    return "\n".join(lines) + "\n"

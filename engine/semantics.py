@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from .ast import (DTYPES, BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, TensorDecl, Unary,
-                  Var, loop_vars, walk)
+                  Var, equations, loop_vars, walk)
 from .diagnostics import LeirError
 from .intervals import Env, Interval, NotAffine, interval, refine
 from .printer import expr_to_str, ref_to_str
@@ -137,6 +137,7 @@ class _Analyzer:
         self.values: dict[str, Optional[Interval]] = {}  # integer intermediates: range of stored values
         self.eqinfos: list[EqInfo] = []
         self.warnings: list[LeirError] = []
+        self.all_written: set[str] = set()
 
     # -- checks on references ------------------------------------------------------------
     def _check_ref_decl(self, r: Ref):
@@ -315,6 +316,9 @@ class _Analyzer:
                     continue
                 raise _err(f"'{r.name}' is read before it is written", r)
             if r.name not in self.written and r.name != x.name:
+                if r.name not in self.known and r.name not in self.all_written:
+                    raise _err(f"'{r.name}' is not a known tensor and is never written "
+                               "(declare it as an input, or check its spelling)", r)
                 raise _err(f"'{r.name}' is read before it is written", r)
             self._check_read_bounds(r, renv)
         self.written.add(x.name)
@@ -382,6 +386,7 @@ def analyze(inputs, outputs, body, check_inits: bool = False):
     a = _Analyzer(inputs, outputs, check_inits)
     if not body:
         raise LeirError("empty program: expected at least one loop nest")
+    a.all_written = {eq.lhs.name for _, eq in equations(body)}
     new_body = tuple(a.nest(n, (), (i,)) for i, n in enumerate(body))
     buffers = a.finish()
     return new_body, ProgramInfo(buffers, tuple(a.eqinfos), tuple(a.warnings))

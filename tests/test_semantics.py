@@ -1,0 +1,154 @@
+"""Semantic analysis: explicit inits, shapes from real index ranges, def-use, bindings."""
+import pytest
+
+from conftest import corpus_records
+from engine.ast import Equation, TensorDecl
+from engine.diagnostics import LeirError
+from engine.files import parse_leir_file, program_from_json
+from engine.parser import parse_body
+from engine.program import make_program
+
+RECORDS = corpus_records()
+
+
+def prog(body: str, inputs="A f32[16, 8]", output="C f32[16]"):
+    header = "".join(f"input {d.strip()}\n" for d in inputs.split(";") if d.strip())
+    return parse_leir_file(f"{header}output {output}\n{body}\n", "t.leir")
+
+
+@pytest.mark.skipif(not RECORDS, reason="../shared corpus not present")
+def test_every_corpus_program_is_valid():
+    for rec in RECORDS:
+        p = program_from_json(rec)
+        assert p.to_leir() == rec["leir"]
+        assert {b.name for b in p.info.buffers.values() if b.role != "intermediate"} == \
+            {d["name"] for d in rec["inputs"] + rec["outputs"]}
+
+
+@pytest.mark.parametrize("rhs,init", [
+    ("C^{f32,g}_{tx}+A^{f32,g}_{tx,a}", "0"),
+    ("C^{f32,g}_{tx}-A^{f32,g}_{tx,a}", "0"),
+    ("C^{f32,g}_{tx}*A^{f32,g}_{tx,a}", "1"),
+    ("A^{f32,g}_{tx,a}/C^{f32,g}_{tx}", "1"),
+    ("max(C^{f32,g}_{tx},A^{f32,g}_{tx,a})", "-inf"),
+    ("min(C^{f32,g}_{tx},A^{f32,g}_{tx,a})", "inf"),
+    ("C^{f32,g}_{tx}+A^{f32,g}_{tx,a}*2-1", "0"),
+])
+def test_reduction_identity_follows_the_shape_of_the_equation(rhs, init):
+    p = prog(f"B^{{16}}_{{tx=0}}L^{{8}}_{{a=0}}[C^{{f32,g}}_{{tx}}={rhs};];")
+    (e,) = p.info.equations
+    assert e.eq.init == init
+    assert e.reduction_axes == ("a",)
+    assert p.to_leir() == f"B^{{16}}_{{tx=0}}L^{{8}}_{{a=0}}[C^{{f32,g}}_{{tx}}={rhs};];"
+
+
+def test_update_after_first_write_has_no_init():
+    p = prog("B^{16}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx}=C^{f32,g}_{tx}+A^{f32,g}_{tx,a};];"
+             "B^{16}_{tx=0}[C^{f32,g}_{tx}=C^{f32,g}_{tx}+1;];")
+    first, second = p.info.equations
+    assert (first.eq.init, second.eq.init) == ("0", None)
+    assert second.is_update and second.reduction_axes == ()
+
+
+@pytest.mark.parametrize("rhs", ["A^{f32,g}_{tx,a}+C^{f32,g}_{tx}", "(C^{f32,g}_{tx}+A^{f32,g}_{tx,a})*2"])
+def test_self_read_in_other_shapes_is_read_before_write(rhs):
+    with pytest.raises(LeirError, match="'C' is read before it is written"):
+        prog(f"B^{{16}}_{{tx=0}}L^{{8}}_{{a=0}}[C^{{f32,g}}_{{tx}}={rhs};];")
+
+
+def test_check_inits_rejects_rewrites_that_change_meaning():
+    p = prog("B^{16}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];"
+             "B^{16}_{tx=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}*2;];B^{16}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx};];")
+    swapped = (p.body[1], p.body[0], p.body[2])  # the scaling now comes first: its text implies an init
+    with pytest.raises(LeirError, match="initialisation"):
+        p.with_body(swapped, check_inits=True)
+    assert p.with_body(p.body, check_inits=True) == p
+
+
+def test_intermediate_shapes_use_real_index_ranges():
+    p = prog("B^{16}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,7-a}=A^{f32,g}_{tx,a};];"
+             "B^{6}_{tx=0}[E^{f32,g}_{tx%4,tx//4}=A^{f32,g}_{tx,0};];"
+             "B^{16}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx,0}+E^{f32,g}_{tx%4,tx//8};];")
+    assert p.info.buffers["D"].shape == (16, 8)       # 7-a spans [0, 7]; the reference infers 1
+    assert p.info.buffers["E"].shape == (4, 2)        # tx%4 reaches 3 although 5%4 = 1
+    assert p.info.buffers["D"].role == "intermediate"
+
+
+def test_shape_is_the_maximum_over_write_sites_never_the_sum():
+    p = prog("B^{16}_{tx=0}L^{4}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a};];"
+             "B^{16}_{tx=0}L^{4}_{a=0}[D^{f32,g}_{tx,a+4}=A^{f32,g}_{tx,a+4};];"
+             "B^{16}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx}=C^{f32,g}_{tx}+D^{f32,g}_{tx,a};];")
+    assert p.info.buffers["D"].shape == (16, 8)
+
+
+def test_guarded_reads_are_in_bounds_only_inside_their_guard():
+    ok = prog("B^{16}_{tx=0}L^{10}_{a=0}[D^{f32,g}_{tx,a}=if_then_else(1<=a<9,A^{f32,g}_{tx,a-1},0);];"
+              "B^{16}_{tx=0}L^{10}_{a=0}[C^{f32,g}_{tx}=C^{f32,g}_{tx}+D^{f32,g}_{tx,a};];")
+    assert ok.info.buffers["D"].shape == (16, 10)
+    with pytest.raises(LeirError, match=r"out of bounds: index 1 \('a-1'\) ranges over \[-1, 8\]"):
+        prog("B^{16}_{tx=0}L^{10}_{a=0}[D^{f32,g}_{tx,a}=if_then_else(1<=a<10,0,A^{f32,g}_{tx,a-1});];"
+             "B^{16}_{tx=0}L^{10}_{a=0}[C^{f32,g}_{tx}=C^{f32,g}_{tx}+D^{f32,g}_{tx,a};];")
+
+
+def test_prefix_form_guarded_by_its_boundary_needs_no_init():
+    p = prog("B^{16}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=max(if_then_else(a-1<0,-inf,D^{f32,g}_{tx,a-1}),"
+             "A^{f32,g}_{tx,a});];B^{16}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx,7};];")
+    assert p.info.equations[0].eq.init is None
+    assert p.info.buffers["D"].shape == (16, 8)
+
+
+def test_tensor_valued_indices_are_bounded_through_their_definition():
+    p = prog("B^{4}_{tx=0}L^{2}_{a=0}[K^{i64,g}_{tx,a}=tx*2+a;];"
+             "B^{4}_{tx=0}L^{2}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{K^{i64,g}_{tx,a},0};];",
+             inputs="A f32[8, 3]", output="C f32[4, 2]")
+    assert p.info.buffers["K"].dtype == "i64"
+    with pytest.raises(LeirError, match="out of bounds"):
+        prog("B^{4}_{tx=0}L^{2}_{a=0}[K^{i64,g}_{tx,a}=tx*2+a+1;];"
+             "B^{4}_{tx=0}L^{2}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{K^{i64,g}_{tx,a},0};];",
+             inputs="A f32[8, 3]", output="C f32[4, 2]")
+
+
+def test_nested_sub_nest_sees_outer_loops():
+    p = prog("B^{16}_{tx=0}L^{8}_{a=0}[D^{f32,l}_{tx,a}=A^{f32,g}_{tx,a};"
+             "L^{4}_{i=0}[E^{f32,g}_{tx,a,i}=D^{f32,l}_{tx,a}*i;];];"
+             "B^{16}_{tx=0}L^{8}_{a=0}L^{4}_{i=0}[C^{f32,g}_{tx}=C^{f32,g}_{tx}+E^{f32,g}_{tx,a,i};];")
+    eqs = p.info.equations
+    assert eqs[1].path == (0, 1, 0)
+    assert [l.var for l in eqs[1].loops] == ["tx", "a", "i"]
+    assert p.info.buffers["D"].scope == "l" and p.info.buffers["E"].shape == (16, 8, 4)
+
+
+@pytest.mark.parametrize("body,message", [
+    ("B^{16}_{ab=0}[C^{f32,g}_{ab}=A^{f32,g}_{ab,0};];", "must be named tx, ty, tz, bx, by or bz"),
+    ("B^{16}_{bx=0}B^{8}_{bxa=0}[C^{f32,g}_{bx}=A^{f32,g}_{bx,bxa};];", "both bound to blockIdx.x"),
+    ("B^{16}_{tx=0}B^{8}_{tz=0}B^{16}_{ty=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx,tz};];", "2048 threads per block"),
+    ("B^{16}_{tx=0}B^{128}_{tza=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx,0};];", "above the hardware limit 64"),
+    ("B^{16}_{tx=0}L^{8}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx,0};];", "bound twice"),
+    ("B^{16}_{tx=0}[A^{f32,g}_{tx,0}=1;C^{f32,g}_{tx}=A^{f32,g}_{tx,0};];", "inputs are read-only"),
+    ("B^{16}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx};];", "'D' is not a known tensor and is never written"),
+    ("B^{16}_{tx=0}[C^{f32,g}_{tx}=Dd^{f32,g}_{tx};];B^{16}_{tx=0}[Dd^{f32,g}_{tx}=1;];",
+     "'Dd' is read before it is written"),
+    ("B^{16}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx};];", "has rank 2 but is indexed with 1 subscript"),
+    ("B^{16}_{tx=0}[C^{f16,g}_{tx}=A^{f32,g}_{tx,0};];", "'C' is declared f32 but used as f16"),
+    ("B^{16}_{tx=0}[C^{f32,s}_{tx}=A^{f32,g}_{tx,0};];", "must have scope g"),
+    ("B^{16}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx,a};];", "'a' is not a loop variable"),
+    ("B^{16}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx,0.5};];", "indices are integers"),
+    ("B^{16}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx,A^{f32,g}_{tx,0}};];", "cannot be used as an index"),
+    ("B^{8}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx,0};];", r"declared with shape \[16\] but the program writes shape \[8\]"),
+    ("B^{16}_{tx=0}[D^{f32,g}_{tx-1}=A^{f32,g}_{tx,0};];B^{16}_{tx=0}[C^{f32,g}_{tx}=1;];", "negative index"),
+    ("B^{16}_{tx=0}[D^{f32,g}_{tx}=A^{f32,g}_{tx,0};];B^{16}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx+1};];",
+     "read of 'D' out of bounds"),
+])
+def test_invalid_programs_are_rejected_with_a_located_reason(body, message):
+    with pytest.raises(LeirError, match=message) as ex:
+        prog(body)
+    assert ex.value.line is not None and ex.value.col is not None
+
+
+def test_make_program_is_idempotent_and_fills_inits():
+    body = parse_body("B^{16}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx}=C^{f32,g}_{tx}+A^{f32,g}_{tx,a};];")
+    assert body[0].body[0].init is None
+    decls = ([TensorDecl("A", "f32", (16, 8))], [TensorDecl("C", "f32", (16,))])
+    p = make_program("s", *decls, body)
+    assert isinstance(p.body[0].body[0], Equation) and p.body[0].body[0].init == "0"
+    assert make_program("s", *decls, p.body) == p
