@@ -1,0 +1,427 @@
+"""One-step neighbour enumeration: every rule match of every strategy, with provenance.
+
+Pipeline per program: encode (bindings objects) -> insert analysis facts -> run the
+analysis ruleset to saturation, the selected strategy rulesets for ONE iteration and the
+compute ruleset to saturation -> read Step rows from ``freeze()`` -> expand each row to
+every position where its left-hand side occurs -> splice the decoded right-hand side into
+the ORIGINAL AST -> give placeholders fresh names -> re-analyse with ``check_inits`` (the
+printed neighbour must mean what the rule built) -> merge identical neighbours.
+
+One long-lived EGraph holds the schema and rules; each query runs between push and pop.
+
+CLI: ``python -m engine.enumerate PROG [--strategy S] [--category C] [--json] [--limit N]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field, replace
+
+import egglog.bindings as b
+
+from .ast import Equation, Loop, Nest, Ref, Var, transform
+from .diagnostics import LeirError
+from .facts import program_facts
+from .rulebook import Rulebook, load_rulebook
+from .terms import SP, Decoder, Interner, call, encode, lit_i, lit_s
+
+LOOP_LETTERS = "acdfghijklmnopqrsuw"
+TENSOR_LETTERS = "ACDEFGHIJKMNOQRSWXYZ"
+_AVOID = {"exp", "log", "sqrt", "abs", "erf", "max", "min", "inf", "if_then_else"}
+
+
+def _bijective(n: int, alphabet: str) -> str:
+    """n-th (0-based) word of the bijective base-len(alphabet) sequence a, c, ..., aa, ac."""
+    k = len(alphabet)
+    out = ""
+    n += 1
+    while n:
+        n, r = divmod(n - 1, k)
+        out = alphabet[r] + out
+    return out
+
+
+def loop_names():
+    i = 0
+    while True:
+        yield _bijective(i, LOOP_LETTERS)
+        i += 1
+
+
+def tensor_names():
+    i = 0
+    while True:
+        w = _bijective(i, TENSOR_LETTERS)
+        yield w[0] + w[1:].lower()
+        i += 1
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """How a neighbour was obtained: strategy, rule, site (body path) and parameters."""
+
+    strategy: str
+    category: str
+    rule: str
+    site: tuple
+    params: tuple          # ((key, value), ...) in rule order, fresh names resolved
+    exactness: str
+
+    def to_json(self) -> dict:
+        return {"strategy": self.strategy, "category": self.category, "rule": self.rule,
+                "site": list(self.site), "params": dict(self.params), "exactness": self.exactness}
+
+
+@dataclass
+class Neighbour:
+    program: object
+    provenances: list[Provenance] = field(default_factory=list)
+
+    @property
+    def leir(self) -> str:
+        return self.program.to_leir()
+
+    def to_json(self) -> dict:
+        d = self.provenances[0].to_json()
+        d["leir"] = self.leir
+        if len(self.provenances) > 1:
+            d["also"] = [p.to_json() for p in self.provenances[1:]]
+        return d
+
+
+@dataclass
+class Invalid:
+    """A rule result that failed re-analysis: a rule bug, reported, never silently dropped."""
+
+    provenance: Provenance
+    leir: str
+    error: str
+
+
+@dataclass
+class Enumeration:
+    neighbours: list[Neighbour]
+    invalid: list[Invalid]
+    step_rows: int
+
+
+# ------------------------------------------------------------------ body surgery
+
+
+def _replace_item(items: tuple, path: tuple, new) -> tuple:
+    i = path[0]
+    if len(path) == 1:
+        return items[:i] + (new,) + items[i + 1:]
+    n = items[i]
+    return items[:i] + (replace(n, body=_replace_item(n.body, path[1:], new)),) + items[i + 1:]
+
+
+def _replace_suffix(items: tuple, parent: tuple, start: int, new: tuple) -> tuple:
+    if not parent:
+        return items[:start] + new
+    i = parent[0]
+    n = items[i]
+    return items[:i] + (replace(n, body=_replace_suffix(n.body, parent[1:], start, new)),) + items[i + 1:]
+
+
+def _nest_vars(n: Nest) -> set[str]:
+    out = {l.var for l in n.loops}
+    for it in n.body:
+        if isinstance(it, Nest):
+            out |= _nest_vars(it)
+    return out
+
+
+def _tensor_names(program, body) -> set[str]:
+    from .ast import equations, refs
+    names = {d.name for d in program.known}
+    for _, eq in equations(body):
+        names.add(eq.lhs.name)
+        for r in list(refs(eq.rhs)) + [r for i in eq.lhs.index for r in refs(i)]:
+            names.add(r.name)
+    return names
+
+
+def _rename(item, loop_map: dict, tensor_map: dict):
+    """``item`` with placeholder loop vars and tensor names replaced."""
+    def fix_expr(e):
+        def fn(x):
+            if isinstance(x, Var) and x.name in loop_map:
+                return replace(x, name=loop_map[x.name])
+            if isinstance(x, Ref) and x.name in tensor_map:
+                return replace(x, name=tensor_map[x.name])
+            return x
+        return transform(e, fn)
+
+    if isinstance(item, Equation):
+        return replace(item, lhs=fix_expr(item.lhs), rhs=fix_expr(item.rhs))
+    loops = tuple(replace(l, var=loop_map.get(l.var, l.var)) for l in item.loops)
+    return replace(item, loops=loops, body=tuple(_rename(it, loop_map, tensor_map) for it in item.body))
+
+
+def _placeholders(item, loops: set, tensors: set):
+    if isinstance(item, Equation):
+        from .ast import walk
+        for e in (item.lhs, item.rhs):
+            for x in walk(e):
+                if isinstance(x, Var) and x.name.startswith("#"):
+                    loops.add(x.name)
+                elif isinstance(x, Ref) and x.name.startswith("#"):
+                    tensors.add(x.name)
+        return
+    for l in item.loops:
+        if l.var.startswith("#"):
+            loops.add(l.var)
+    for it in item.body:
+        _placeholders(it, loops, tensors)
+
+
+def resolve_fresh(program, body: tuple) -> tuple[tuple, dict]:
+    """Replace placeholder names by fresh ones; returns (body, {placeholder: name})."""
+    tensors_all: set = set()
+    per_stmt = []
+    for n in body:
+        lp: set = set()
+        _placeholders(n, lp, tensors_all)
+        per_stmt.append(lp)
+    if not tensors_all and not any(per_stmt):
+        return body, {}
+    tensor_map: dict = {}
+    if tensors_all:
+        taken = _tensor_names(program, body)
+        gen = (t for t in tensor_names() if t not in taken and t[0] not in "LPVBUT")
+        for ph in sorted(tensors_all):
+            tensor_map[ph] = next(gen)
+    mapping = dict(tensor_map)
+    out = []
+    for n, phs in zip(body, per_stmt):
+        if not phs and not tensor_map:
+            out.append(n)
+            continue
+        taken = {v for v in _nest_vars(n) if not v.startswith("#")} | _AVOID
+        loop_map: dict = {}
+        for ph in sorted(phs):
+            prefix, _, hint = ph[1:].partition(".")
+            if prefix and prefix + hint not in taken:
+                name = prefix + hint
+            else:
+                name = next(prefix + w for w in loop_names() if prefix + w not in taken)
+            taken.add(name)
+            loop_map[ph] = name
+            mapping.setdefault(ph, name)
+        out.append(_rename(n, loop_map, tensor_map))
+    return tuple(out), mapping
+
+
+# ------------------------------------------------------------------ the engine
+
+
+class Engine:
+    """Schema and rules loaded once into a long-lived EGraph; one push/pop per query."""
+
+    def __init__(self, rules_dir=None, rulebook: Rulebook | None = None):
+        self.book = rulebook or load_rulebook(rules_dir)
+        if self.book.problems:
+            f, line, msg = self.book.problems[0]
+            raise LeirError(msg, line, None, file=f)
+        self.strategies = self.book.by_name()
+        self.owner = self.book.rule_owner()
+        self.order = {s.name: i for i, s in enumerate(self.book.strategies)}
+        self.eg = b.EGraph()
+        for filename, text in self.book.programs():
+            self.eg.run_program(*self.eg.parse_program(text, filename=filename))
+        self._schedules: dict[tuple, list] = {}
+
+    def _schedule(self, selected: tuple[str, ...] | None) -> list:
+        """Commands: saturate analysis, one step of the selected rulesets, saturate compute."""
+        if selected not in self._schedules:
+            if selected is None:
+                rs = "step"
+            else:
+                rs = "q_" + "_".join(str(self.order[s]) for s in selected)
+                if len(selected) == 1:
+                    rs = self.strategies[selected[0]].ruleset
+                else:
+                    names = " ".join(self.strategies[s].ruleset for s in selected)
+                    self.eg.run_program(*self.eg.parse_program(f"(unstable-combined-ruleset {rs} {names})"))
+            text = (f"(run-schedule (saturate (run analysis)))"
+                    f"(run {rs} 1)"
+                    f"(run-schedule (saturate (run compute)))")
+            self._schedules[selected] = self.eg.parse_program(text)
+        return self._schedules[selected]
+
+    def select(self, strategies=None, categories=None) -> tuple[str, ...] | None:
+        if not strategies and not categories:
+            return None
+        names = []
+        for s in self.book.strategies:
+            if strategies and s.name not in strategies:
+                continue
+            if categories and s.category not in categories:
+                continue
+            names.append(s.name)
+        for s in strategies or ():
+            if s not in self.strategies:
+                raise LeirError(f"unknown strategy '{s}' (known: {', '.join(sorted(self.strategies))})")
+        return tuple(names)
+
+    def _fact_commands(self, program, enc) -> list:
+        glob, per_key, pairs, rep = program_facts(program, enc)
+        cmds = []
+
+        def arg(x):
+            return lit_i(x) if isinstance(x, int) else lit_s(x)
+
+        for rel, *args in glob:
+            cmds.append(b.ActionCommand(b.Expr_(SP, call(rel, [arg(a) for a in args]))))
+        for key in sorted(per_key):
+            g = b.Var(SP, enc.nest_globals[key])
+            for rel, *args in sorted(per_key[key], key=repr):
+                if rel == "ThreadProduct":
+                    cmds.append(b.ActionCommand(b.Set(SP, rel, [g], arg(args[0]))))
+                else:
+                    cmds.append(b.ActionCommand(b.Expr_(SP, call(rel, [g] + [arg(a) for a in args]))))
+        for rel, k1, k2, *args in pairs:
+            cmds.append(b.ActionCommand(b.Expr_(SP, call(rel, [b.Var(SP, enc.nest_globals[k1]),
+                                                              b.Var(SP, enc.nest_globals[k2])] +
+                                                        [arg(a) for a in args]))))
+        for (_, k) in rep:
+            cmds.append(b.ActionCommand(b.Expr_(SP, call("Repeated", [enc.exprs[k]]))))
+        return cmds
+
+    def enumerate(self, program, strategies=None, categories=None) -> Enumeration:
+        """Every one-step neighbour of ``program`` (a ``Program``), merged and sorted."""
+        selected = self.select(strategies, categories)
+        if selected == ():
+            return Enumeration([], [], 0)
+        interner = Interner()
+        enc = encode(program.body, interner)
+        cmds = enc.commands + self._fact_commands(program, enc)
+        eg = self.eg
+        eg.run_program(b.Push(1))
+        try:
+            eg.run_program(*cmds)
+            eg.run_program(*self._schedule(selected))
+            frozen = eg.freeze()
+            dec = Decoder(eg, frozen, interner, enc.orig)
+            rows = []
+            for rel in ("Step", "StepItems", "StepExpr"):
+                fn = frozen.functions.get(rel)
+                if fn is None:
+                    continue
+                for row in fn.rows:
+                    lhs, rhs, rule, params = row.inputs
+                    rows.append((rel, dec.key_of(lhs), dec.ast(rhs), eg.value_to_string(rule),
+                                 dec.params(params)))
+        finally:
+            eg.run_program(b.Pop(SP, 1))
+        return self._expand(program, enc, rows, interner)
+
+    def _expand(self, program, enc, rows, interner) -> Enumeration:
+        found: dict[str, Neighbour] = {}
+        invalid: list[Invalid] = []
+        candidates = []
+        for rel, lhs_key, rhs, rule, params in rows:
+            strat = self.owner.get(rule)
+            if strat is None:
+                raise LeirError(f"Step row names rule '{rule}', which no strategy block owns")
+            if rel == "Step":
+                if enc.orig.get(lhs_key) == rhs:
+                    continue
+                for path in enc.item_paths.get(lhs_key, ()):
+                    candidates.append((strat, rule, path, params, _replace_item(program.body, path, rhs)))
+            elif rel == "StepItems":
+                for parent, start in enc.list_sites.get(lhs_key, ()):
+                    candidates.append((strat, rule, parent + (start,), params,
+                                       _replace_suffix(program.body, parent, start, tuple(rhs))))
+            else:
+                raise LeirError("StepExpr rows are not supported yet by the expander")
+        for strat, rule, site, params, body in candidates:
+            body, names = resolve_fresh(program, body)
+            params = tuple((k, names.get(v, v) if isinstance(v, str) else v) for k, v in params.items())
+            exact = dict(params).get("exactness", strat.exactness)
+            prov = Provenance(strat.name, strat.category, rule, site, params, exact)
+            try:
+                nb = program.with_body(body, check_inits=True)
+            except LeirError as e:
+                from .printer import body_to_str
+                invalid.append(Invalid(prov, body_to_str(body), e.message))
+                continue
+            text = nb.to_leir()
+            if text == program.to_leir():
+                continue
+            if text in found:
+                found[text].provenances.append(prov)
+            else:
+                found[text] = Neighbour(nb, [prov])
+        for nb in found.values():
+            nb.provenances.sort(key=self._prov_key)
+        out = sorted(found.values(), key=lambda n: self._prov_key(n.provenances[0]) + (n.leir,))
+        invalid.sort(key=lambda i: self._prov_key(i.provenance))
+        return Enumeration(out, invalid, len(rows))
+
+    def _prov_key(self, p: Provenance):
+        params = tuple((k, (0, v, "") if isinstance(v, int) else (1, 0, str(v))) for k, v in p.params)
+        return (self.order.get(p.strategy, 1 << 30), p.rule, p.site, params)
+
+
+_ENGINE: Engine | None = None
+
+
+def default_engine() -> Engine:
+    """A process-wide engine over the project's rules/ directory."""
+    global _ENGINE
+    if _ENGINE is None:
+        _ENGINE = Engine()
+    return _ENGINE
+
+
+def neighbours(program, strategies=None, categories=None) -> list[Neighbour]:
+    """Convenience: the valid neighbours of ``program`` under the default engine."""
+    return default_engine().enumerate(program, strategies, categories).neighbours
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m engine.enumerate",
+                                 description="List the one-step neighbours of a LEIR program.")
+    ap.add_argument("program", help=".leir, .json or .jsonl file (use --name to pick from several)")
+    ap.add_argument("--name", help="program name inside a multi-program file")
+    ap.add_argument("--strategy", action="append", help="only this strategy (repeatable)")
+    ap.add_argument("--category", action="append", help="only this category (repeatable)")
+    ap.add_argument("--json", action="store_true", help="one JSON object per line")
+    ap.add_argument("--limit", type=int, default=None, help="print at most N neighbours")
+    ap.add_argument("--rules", default=None, help="rules directory (default: the project's rules/)")
+    args = ap.parse_args(argv)
+    from .files import load_program
+    try:
+        prog = load_program(args.program, args.name)
+        eng = Engine(args.rules)
+        res = eng.enumerate(prog, args.strategy, args.category)
+    except LeirError as e:
+        print(e.format(), file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    shown = res.neighbours if args.limit is None else res.neighbours[:args.limit]
+    for nb in shown:
+        if args.json:
+            print(json.dumps(nb.to_json(), sort_keys=False))
+        else:
+            p = nb.provenances[0]
+            extra = f" (+{len(nb.provenances) - 1} more)" if len(nb.provenances) > 1 else ""
+            ps = ",".join(f"{k}={v}" for k, v in p.params)
+            print(f"{p.strategy}\t{p.rule}\tsite={'.'.join(map(str, p.site))}\t{ps}{extra}\n  {nb.leir}")
+    for bad in res.invalid:
+        p = bad.provenance
+        print(f"error: rule {p.rule} produced an invalid program at site {list(p.site)}: {bad.error}\n"
+              f"  {bad.leir}", file=sys.stderr)
+    return 1 if res.invalid else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,378 @@
+"""Python-computed analysis relations, inserted as egglog facts per query.
+
+The relations are declared (with their precondition number) in rules/leir.egg. They are
+computed here rather than in egglog because they need negation ("no other equation reads
+X"), affine index reasoning or whole-program def-use, which are a few lines of exact Python
+and cost microseconds, while egglog queries cannot negate.
+
+Facts about a Nest are keyed by its e-class. Hash-consing gives identical nests one e-class,
+so a fact is inserted only when it holds at EVERY position where that nest occurs: a step
+expanded to all positions then stays sound.
+"""
+from __future__ import annotations
+
+from .ast import BinOp, Call, Equation, Nest, Num, Ref, Unary, Var, refs, walk
+
+REDUCE_OPS = ("+", "-", "*")
+EXACT_REDUCE = ("max", "min")
+
+
+def divisors(n: int) -> list[int]:
+    """Every f with 1 < f < n and f | n, ascending."""
+    return [f for f in range(2, n) if n % f == 0]
+
+
+def cuts(n: int) -> list[int]:
+    """Cut points for splitting a reduction range of extent n: the divisors, and n // 2."""
+    out = set(divisors(n))
+    if n >= 2:
+        out.add(n // 2)
+    return sorted(out)
+
+
+# ------------------------------------------------------------------ expressions and indices
+
+
+def affine(e, extents) -> dict | None:
+    """``e`` as {var: coef, 1: const} when it is affine in loop variables, else None."""
+    if isinstance(e, Num):
+        return {1: int(e.text)} if e.is_int else None
+    if isinstance(e, Var):
+        return {e.name: 1} if e.name in extents else None
+    if isinstance(e, Unary) and e.op == "-":
+        a = affine(e.operand, extents)
+        return None if a is None else {k: -c for k, c in a.items()}
+    if isinstance(e, BinOp) and e.op in ("+", "-"):
+        a, b = affine(e.lhs, extents), affine(e.rhs, extents)
+        if a is None or b is None:
+            return None
+        s = -1 if e.op == "-" else 1
+        out = dict(a)
+        for k, c in b.items():
+            out[k] = out.get(k, 0) + s * c
+        return out
+    if isinstance(e, BinOp) and e.op == "*":
+        a, b = affine(e.lhs, extents), affine(e.rhs, extents)
+        if a is None or b is None:
+            return None
+        if set(a) <= {1}:
+            a, b = b, a
+        if not set(b) <= {1}:
+            return None
+        k = b.get(1, 0)
+        return {v: c * k for v, c in a.items()}
+    return None
+
+
+def owned_vars(index, extents) -> set[str]:
+    """Loop vars that the index tuple determines injectively.
+
+    An entry ``c1*x1 + c2*x2 + k`` with positive coefficients is injective in all its vars
+    when, sorted by coefficient, each coefficient exceeds the largest value the smaller
+    terms reach (mixed radix), e.g. ``u*8+v`` with v < 8.
+    """
+    out: set[str] = set()
+    for entry in index:
+        a = affine(entry, extents)
+        if a is None:
+            continue
+        terms = sorted((c, v) for v, c in a.items() if v != 1 and c != 0)
+        if not terms or any(c < 0 for c, _ in terms):
+            continue
+        reach, ok = 0, True
+        for c, v in terms:
+            if c <= reach:
+                ok = False
+                break
+            reach += c * (extents[v] - 1)
+        if ok:
+            out |= {v for _, v in terms}
+    return out
+
+
+def value_vars(e, in_index: bool = False) -> set[str]:
+    """Loop variables used as values (outside every tensor index)."""
+    if isinstance(e, Var):
+        return set() if in_index else {e.name}
+    if isinstance(e, Ref):
+        out: set[str] = set()
+        for i in e.index:
+            out |= value_vars(i, True)
+        return out
+    out = set()
+    for c in (e.operand,) if isinstance(e, Unary) else (e.lhs, e.rhs) if isinstance(e, BinOp) else \
+            getattr(e, "operands", None) or getattr(e, "args", None) or ():
+        out |= value_vars(c, in_index)
+    return out
+
+
+def all_vars(e) -> set[str]:
+    return {n.name for n in walk(e) if isinstance(n, Var)}
+
+
+def reduce_op(eq: Equation) -> str | None:
+    """The operator of a pure reduction ``X = X op e`` / ``max(X, e)`` with X not in e."""
+    x, r = eq.lhs, eq.rhs
+    if isinstance(r, BinOp) and r.op in REDUCE_OPS and r.lhs == x:
+        e = r.rhs
+        op = r.op
+    elif isinstance(r, Call) and r.func in EXACT_REDUCE and r.args[0] == x:
+        e = r.args[1]
+        op = r.func
+    else:
+        return None
+    if any(ref.name == x.name for ref in refs(e)) or any(ref.name == x.name for i in x.index for ref in refs(i)):
+        return None
+    return op
+
+
+def is_update(eq: Equation) -> bool:
+    return any(r == eq.lhs for r in refs(eq.rhs))
+
+
+# ------------------------------------------------------------------ per-nest analyses
+
+
+def _equations(nest: Nest, outer):
+    loops = outer + nest.loops
+    for it in nest.body:
+        if isinstance(it, Equation):
+            yield loops, it
+        else:
+            yield from _equations(it, loops)
+
+
+def _all_loops(nest: Nest):
+    for l in nest.loops:
+        yield l
+    for it in nest.body:
+        if isinstance(it, Nest):
+            yield from _all_loops(it)
+
+
+def _clean(eqs) -> dict[str, tuple] | None:
+    """Write index per tensor written in the nest when every access to it uses that index.
+
+    None when some written tensor is written at two indices or read at another index
+    (a dependence across iterations, e.g. a prefix recurrence reading F_{a-1}).
+    """
+    windex: dict[str, tuple] = {}
+    for _, eq in eqs:
+        prev = windex.setdefault(eq.lhs.name, eq.lhs.index)
+        if prev != eq.lhs.index:
+            return None
+    for _, eq in eqs:
+        for r in list(refs(eq.rhs)) + [r for i in eq.lhs.index for r in refs(i)]:
+            if r.name in windex and r.index != windex[r.name]:
+                return None
+    return windex
+
+
+def nest_facts(nest: Nest, outer: tuple, top_level: bool) -> set[tuple]:
+    """Facts about one occurrence of ``nest`` (enclosing loops ``outer``), without the key."""
+    out: set[tuple] = set()
+    eqs = list(_equations(nest, outer))
+    own = [l.var for l in nest.loops]
+    every = list(outer) + list(_all_loops(nest))
+    extents = {l.var: l.extent for l in every}
+    has_sub = any(isinstance(it, Nest) for it in nest.body)
+
+    for _, eq in eqs:
+        out.add(("Writes", eq.lhs.name))
+        for r in list(refs(eq.rhs)) + [r for i in eq.lhs.index for r in refs(i)]:
+            out.add(("Reads", r.name))
+
+    # (8) reduction axes, index-only vars
+    used_as_value: set[str] = set()
+    for loops, eq in eqs:
+        used_as_value |= value_vars(eq.rhs) | value_vars(eq.lhs)
+        if is_update(eq) or eq.init is not None:
+            lhs_vars = set().union(*(all_vars(i) for i in eq.lhs.index)) if eq.lhs.index else set()
+            for v in own:
+                if v not in lhs_vars:
+                    out.add(("ReductionAxis", v))
+    for v in own:
+        if v not in used_as_value:
+            out.add(("IndexOnly", v))
+
+    # (1) pattern: single-equation reduction at top level
+    if top_level and len(nest.body) == 1 and isinstance(nest.body[0], Equation):
+        op = reduce_op(nest.body[0])
+        if op is not None:
+            out.add(("ReduceForm", op))
+
+    # (9) pointwise access
+    if eqs and all(all(r.index == eq.lhs.index for r in refs(eq.rhs)) for _, eq in eqs):
+        out.add(("Pointwise",))
+
+    # (2) dependence inside the nest: DOALL axes and legal loop swaps
+    windex = _clean(eqs)
+    owned = [owned_vars(eq.lhs.index, extents) for _, eq in eqs]
+    if windex is not None:
+        for v in own:
+            if all(v in o for o in owned):
+                out.add(("ParallelAxis", v))
+        if not has_sub:
+            readers: dict[str, int] = {}
+            for _, eq in eqs:
+                for r in refs(eq.rhs):
+                    readers[r.name] = readers.get(r.name, 0) + 1
+            writers: dict[str, int] = {}
+            for _, eq in eqs:
+                writers[eq.lhs.name] = writers.get(eq.lhs.name, 0) + 1
+            for i, v in enumerate(own):
+                for w in own[i + 1:]:
+                    ex = _swap(v, w, eqs, owned, extents, readers, writers)
+                    if ex is not None:
+                        out.add(("Reorderable", v, w, ex))
+                        out.add(("Reorderable", w, v, ex))
+
+    # index pattern u*i+v for loop fusion
+    for p in range(len(nest.loops) - 1):
+        u, v = nest.loops[p], nest.loops[p + 1]
+        if _fusable(u.var, v.var, v.extent, eqs):
+            out.add(("FusableLoops", u.var, v.var, v.extent))
+
+    # hardware: tags in use around and inside, thread product, parallel loops
+    tags: dict[str, str] = {}
+    threads, parallel = 1, False
+    for l in every:
+        if l.kind == "B":
+            tags[l.var] = l.var[:2]
+            if l.var.startswith("t"):
+                threads *= l.extent
+            else:
+                parallel = True
+        elif l.kind == "P":
+            parallel = True
+    for v in own:
+        if v in tags:
+            out.add(("LoopTag", v, tags[v]))
+    for tag in ("tx", "ty", "tz", "bx", "by", "bz"):
+        if tag not in tags.values():
+            out.add(("FreeTag", tag))
+    out.add(("ThreadProduct", threads))
+    if not parallel:
+        out.add(("NoParallel",))
+    return out
+
+
+def _swap(v, w, eqs, owned, extents, readers, writers) -> str | None:
+    """Exactness of swapping loops v and w ("bitwise" / "reassociating"), None if illegal."""
+    exact = "bitwise"
+    for (loops, eq), own in zip(eqs, owned):
+        loop_vars = {l.var for l in loops}
+        free = loop_vars - own
+        if not (v in free and w in free):
+            continue
+        x = eq.lhs.name
+        interacts = readers.get(x, 0) > 0 or writers.get(x, 0) > 1
+        op = reduce_op(eq)
+        if op is not None and writers.get(x, 0) == 1 and readers.get(x, 0) == 1:
+            # the one read is the accumulator itself: only the accumulation order changes
+            if op in REDUCE_OPS:
+                exact = "reassociating"
+            continue
+        index_vars = set().union(*(all_vars(i) for i in eq.lhs.index)) if eq.lhs.index else set()
+        if not interacts and v not in index_vars and w not in index_vars:
+            continue  # last write wins at the component-wise last point in either order
+        return None
+    return exact
+
+
+def _fusable(u: str, v: str, inner: int, eqs) -> bool:
+    """Every occurrence of u and v is inside the index term ``u*inner+v``."""
+    seen = False
+
+    def visit(e) -> bool:
+        nonlocal seen
+        if (isinstance(e, BinOp) and e.op == "+" and isinstance(e.rhs, Var) and e.rhs.name == v
+                and isinstance(e.lhs, BinOp) and e.lhs.op == "*" and isinstance(e.lhs.lhs, Var)
+                and e.lhs.lhs.name == u and isinstance(e.lhs.rhs, Num) and e.lhs.rhs.text == str(inner)):
+            seen = True
+            return True
+        if isinstance(e, Var):
+            return e.name not in (u, v)
+        kids = (e.operand,) if isinstance(e, Unary) else (e.lhs, e.rhs) if isinstance(e, BinOp) else \
+            e.index if isinstance(e, Ref) else getattr(e, "operands", None) or getattr(e, "args", None) or ()
+        return all(visit(k) for k in kids)
+
+    ok = all(visit(eq.lhs) and visit(eq.rhs) for _, eq in eqs)
+    return ok and seen
+
+
+# ------------------------------------------------------------------ whole program
+
+
+def program_facts(program, enc):
+    """(global facts, {nest key: facts}, pair facts, repeated-expression keys).
+
+    Global facts are tuples (relation, args...); nest facts omit the nest argument; pair
+    facts name top-level nests by key.
+    """
+    expr_counts = enc.counts
+    glob: list[tuple] = []
+    extents: set[int] = set()
+    per_key: dict[int, set] = {}
+
+    def visit(nest, outer, path, top):
+        for l in nest.loops:
+            extents.add(l.extent)
+        return nest_facts(nest, outer, top)
+
+    occurrences: dict[int, list] = {}
+    for key, paths in enc.item_paths.items():
+        node = enc.orig[key]
+        if isinstance(node, Nest):
+            occurrences[key] = paths
+
+    def outer_of(path):
+        loops: tuple = ()
+        items = program.body
+        for i in path[:-1]:
+            n = items[i]
+            loops += n.loops
+            items = n.body
+        return loops
+
+    for key, paths in occurrences.items():
+        node = enc.orig[key]
+        acc = None
+        for p in paths:
+            f = visit(node, outer_of(p), p, len(p) == 1)
+            acc = f if acc is None else acc & f
+        per_key[key] = acc
+
+    for n in sorted(extents):
+        for f in divisors(n):
+            glob.append(("Divisor", n, f))
+        for c in cuts(n):
+            glob.append(("Cut", n, c))
+    for name, buf in program.info.buffers.items():
+        glob.append(("Intermediate", name) if buf.role == "intermediate" else ("KnownTensor", name))
+
+    # top-level dependences (2) and loop-nest consistency (4)
+    body = program.body
+    ws = [{eq.lhs.name for _, eq in _equations(n, ())} for n in body]
+    rs = [{r.name for _, eq in _equations(n, ()) for r in list(refs(eq.rhs)) +
+           [r for i in eq.lhs.index for r in refs(i)]} for n in body]
+    keys = [enc.path_key[(i,)] for i in range(len(body))]
+    pair: list[tuple] = []
+    for i in range(len(body)):
+        for j in range(i + 1, len(body)):
+            raw, war, waw = ws[i] & rs[j], rs[i] & ws[j], ws[i] & ws[j]
+            for x in sorted(raw):
+                pair.append(("RAW", keys[i], keys[j], x))
+            for x in sorted(war):
+                pair.append(("WAR", keys[i], keys[j], x))
+            for x in sorted(waw):
+                pair.append(("WAW", keys[i], keys[j], x))
+            if j == i + 1:
+                pair.append(("Adjacent", keys[i], keys[j]))
+                if not (raw or war or waw):
+                    pair.append(("Independent", keys[i], keys[j]))
+                if body[i].loops == body[j].loops:
+                    pair.append(("SameLoops", keys[i], keys[j]))
+    # (3) operation identity
+    rep = [("Repeated", k) for k, c in sorted(expr_counts.items()) if c >= 2]
+    return glob, per_key, pair, rep

@@ -1,0 +1,294 @@
+"""Loads the rule files: the schema (rules/leir.egg) and one block per strategy.
+
+A strategy block starts with a metadata header of comment directives and holds the
+strategy's rules, up to the next header or the end of the file::
+
+    ;; @strategy loop_split
+    ;; @category operator
+    ;; @difficulty difficult
+    ;; @K 1 @P 3 @S 2
+    ;; @inverse loop_fusion
+    ;; @exactness bitwise
+    ;; @description divides one loop of a nest into two nested loops
+    (rule (...) ((Step lhs rhs "loop_split" params)) :ruleset step :name "loop_split")
+
+Rules in a block are written with ``:ruleset step``; the loader moves each block into its
+own ruleset ``s_<strategy>`` (same line, so egglog's error spans stay right) and defines
+``step`` as the union of all of them, so a query can run any subset for one iteration.
+Adding a strategy is adding a block: no Python change.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
+SCHEMA_FILE = "leir.egg"
+
+# identifier -> (category, paper bucket); strategies.md 1.1 / 1.3 / 1.6
+SPEC_STRATEGIES: dict[str, tuple[str, str]] = {
+    "operator_fusion": ("graph", "medium"),
+    "operator_fission": ("graph", "easy"),
+    "compute_inline": ("graph", "medium"),
+    "expression_splitting": ("graph", "medium"),
+    "tensor_concat_to_fuse_operators": ("graph", "difficult"),
+    "tensor_split_to_decouple_operators": ("graph", "difficult"),
+    "common_subexpression_elimination": ("graph", "difficult"),
+    "expression_reorder": ("graph", "medium"),
+    "dead_code_elimination": ("graph", "difficult"),
+    "loop_reorder": ("operator", "medium"),
+    "loop_tiling": ("operator", "difficult"),
+    "loop_split": ("operator", "difficult"),
+    "loop_fusion": ("operator", "difficult"),
+    "loop_unrolling": ("operator", "medium"),
+    "loop_parallelization": ("operator", "medium"),
+    "loop_vectorization": ("operator", "medium"),
+    "loop_binding": ("operator", "medium"),
+    "reduction_factorization": ("operator", "difficult"),
+    "cache_read_write": ("memory", "difficult"),
+    "layout_transformation": ("memory", "difficult"),
+    "set_storage_scope": ("memory", "difficult"),
+    "set_storage_layout": ("memory", "difficult"),
+    "precompute_indices": ("memory", "difficult"),
+    "factorization": ("math", "easy"),
+    "expand_factorization": ("math", "easy"),
+    "cancellation": ("math", "easy"),
+    "expand_cancellation": ("math", "easy"),
+    "apart": ("math", "easy"),
+    "together": ("math", "easy"),
+    "powsimp": ("math", "easy"),
+    "expand_powsimp": ("math", "easy"),
+    "logsimp": ("math", "easy"),
+    "expand_log": ("math", "easy"),
+    "collect": ("math", "easy"),
+    "expand_collect": ("math", "easy"),
+    "partially_equivalent_then_correct": ("math", "difficult"),
+    "exponential_split": ("math", "medium"),
+    "multiplicative_split": ("math", "medium"),
+    "additive_split": ("math", "medium"),
+    "normal_loop_max_to_prefix_max": ("math", "difficult"),
+    "normal_loop_summation_on_exp_to_prefix_summation_on_exp": ("math", "difficult"),
+    "online_softmax": ("math", "difficult"),
+    "flashattention_wo_tiling": ("math", "difficult"),
+    "normal_matmul_to_prefix_matmul_based_on_online_softmax": ("math", "difficult"),
+}
+METADATA_KEYS = ("strategy", "category", "difficulty", "K", "P", "S", "inverse", "exactness", "description")
+EXACTNESS = ("bitwise", "reassociating")
+
+
+@dataclass
+class Strategy:
+    """One strategy block: its metadata and the rules it owns."""
+
+    name: str
+    file: str
+    line: int
+    meta: dict[str, str] = field(default_factory=dict)
+    meta_lines: dict[str, int] = field(default_factory=dict)
+    rules: list[str] = field(default_factory=list)        # rule :name values, in file order
+
+    @property
+    def category(self) -> str:
+        return self.meta.get("category", "")
+
+    @property
+    def exactness(self) -> str:
+        return self.meta.get("exactness", "")
+
+    @property
+    def ruleset(self) -> str:
+        return "s_" + self.name
+
+    def score(self) -> float:
+        """The paper's difficulty score 0.1*K + 0.5*(P-1) + S (dataset.md 2.1)."""
+        k, p, s = (int(self.meta[x]) for x in ("K", "P", "S"))
+        return 0.1 * k + 0.5 * (p - 1) + s
+
+
+# ------------------------------------------------------------------ s-expressions
+
+
+@dataclass
+class SExp:
+    """A parsed form: list items or an atom, with its 1-based line and column."""
+
+    value: object          # list[SExp] | str (atoms keep their source text; strings quoted)
+    line: int
+    col: int
+
+    @property
+    def is_list(self) -> bool:
+        return isinstance(self.value, list)
+
+    @property
+    def head(self) -> str | None:
+        if self.is_list and self.value and not self.value[0].is_list:
+            return self.value[0].value
+        return None
+
+
+_TOKEN = re.compile(r'\s+|;[^\n]*|"(?:[^"\\]|\\.)*"|[()]|[^\s()";]+')
+
+
+class SExpError(Exception):
+    def __init__(self, msg, line, col):
+        super().__init__(msg)
+        self.line, self.col = line, col
+
+
+def read_sexps(text: str) -> list[SExp]:
+    """Top-level forms of an egglog file (comments dropped)."""
+    stack: list[SExp] = [SExp([], 0, 0)]
+    line, lstart = 1, 0
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        col = m.start() - lstart + 1
+        if tok[0].isspace() or tok[0] == ";":
+            n = tok.count("\n")
+            if n:
+                line += n
+                lstart = m.start() + tok.rfind("\n") + 1
+            continue
+        if tok == "(":
+            node = SExp([], line, col)
+            stack[-1].value.append(node)
+            stack.append(node)
+        elif tok == ")":
+            if len(stack) == 1:
+                raise SExpError("unbalanced ')'", line, col)
+            stack.pop()
+        else:
+            stack[-1].value.append(SExp(tok, line, col))
+    if len(stack) != 1:
+        raise SExpError("unclosed '('", stack[-1].line, stack[-1].col)
+    return stack[0].value
+
+
+def keyword(form: SExp, key: str) -> SExp | None:
+    """The value after ``:key`` in a form, if present."""
+    items = form.value
+    for i, it in enumerate(items[:-1]):
+        if not it.is_list and it.value == key:
+            return items[i + 1]
+    return None
+
+
+# ------------------------------------------------------------------ blocks
+
+
+_DIRECTIVE = re.compile(r"@(\w+)\s*((?:(?!\s@\w).)*)")
+
+
+def parse_blocks(text: str, filename: str) -> tuple[list[Strategy], list[SExp], list[tuple[int, str]]]:
+    """(strategies, forms outside any block, problems) of one rule file."""
+    starts: list[Strategy] = []
+    problems: list[tuple[int, str]] = []
+    current: Strategy | None = None
+    for no, raw in enumerate(text.splitlines(), 1):
+        s = raw.strip()
+        if not s.startswith(";;") or "@" not in s:
+            continue
+        body = s.lstrip(";").strip()
+        if not body.startswith("@"):
+            continue
+        for m in _DIRECTIVE.finditer(body):
+            key, value = m.group(1), m.group(2).strip()
+            if key == "strategy":
+                current = Strategy(value, filename, no)
+                starts.append(current)
+                current.meta["strategy"] = value
+                current.meta_lines["strategy"] = no
+            elif current is None:
+                problems.append((no, f"directive @{key} outside a strategy block"))
+            elif key in current.meta:
+                problems.append((no, f"duplicate @{key} in block '{current.name}'"))
+            else:
+                current.meta[key] = value
+                current.meta_lines[key] = no
+    forms = read_sexps(text)
+    outside: list[SExp] = []
+    for f in forms:
+        owner = None
+        for st in starts:
+            if st.line < f.line:
+                owner = st
+        if owner is None:
+            outside.append(f)
+            continue
+        if f.head in ("rule", "rewrite", "birewrite"):
+            name = keyword(f, ":name")
+            owner.rules.append(name.value.strip('"') if name is not None else "")
+    return starts, outside, problems
+
+
+def rewrite_rulesets(text: str, blocks: list[Strategy]) -> str:
+    """Move each block's ``:ruleset step`` into the block's own ruleset (line-preserving)."""
+    lines = text.split("\n")
+    bounds = [b.line for b in blocks] + [len(lines) + 1]
+    for b, end in zip(blocks, bounds[1:]):
+        for i in range(b.line - 1, end - 1):
+            lines[i] = re.sub(r":ruleset\s+step\b", ":ruleset " + b.ruleset, lines[i])
+    return "\n".join(lines)
+
+
+@dataclass
+class Rulebook:
+    """The schema and every strategy block of a rules directory."""
+
+    files: list[Path]
+    texts: dict[str, str]
+    strategies: list[Strategy]
+    problems: list[tuple[str, int, str]]
+
+    def by_name(self) -> dict[str, Strategy]:
+        return {s.name: s for s in self.strategies}
+
+    def rule_owner(self) -> dict[str, Strategy]:
+        return {r: s for s in self.strategies for r in s.rules}
+
+    def programs(self) -> list[tuple[str, str]]:
+        """(filename, egglog text) chunks to run in order on a fresh e-graph."""
+        out = [(str(self.files[0]), self.texts[str(self.files[0])])]
+        decl = "".join(f"(ruleset {s.ruleset})\n" for s in self.strategies)
+        out.append(("<rulesets>", decl))
+        for f in self.files[1:]:
+            blocks = [s for s in self.strategies if s.file == str(f)]
+            out.append((str(f), rewrite_rulesets(self.texts[str(f)], blocks)))
+        if self.strategies:
+            combined = "(unstable-combined-ruleset step " + " ".join(s.ruleset for s in self.strategies) + ")\n"
+        else:
+            combined = "(ruleset step)\n"
+        out.append(("<rulesets>", combined))
+        return out
+
+
+def rule_files(path: str | Path | None = None) -> list[Path]:
+    """leir.egg first, then the other .egg files of the directory in name order."""
+    d = Path(path) if path is not None else RULES_DIR
+    if d.is_file():
+        d = d.parent
+    schema = d / SCHEMA_FILE
+    others = sorted(p for p in d.glob("*.egg") if p.name != SCHEMA_FILE)
+    return [schema] + others
+
+
+def load_rulebook(path: str | Path | None = None) -> Rulebook:
+    files = rule_files(path)
+    texts: dict[str, str] = {}
+    strategies: list[Strategy] = []
+    problems: list[tuple[str, int, str]] = []
+    for f in files:
+        text = f.read_text()
+        texts[str(f)] = text
+        try:
+            blocks, _, probs = parse_blocks(text, str(f))
+        except SExpError as e:
+            problems.append((str(f), e.line, str(e)))
+            continue
+        if f.name == SCHEMA_FILE and blocks:
+            problems.append((str(f), blocks[0].line, "strategy blocks belong in the strategy files, not the schema"))
+            continue
+        strategies.extend(blocks)
+        problems.extend((str(f), line, msg) for line, msg in probs)
+    return Rulebook(files, texts, strategies, problems)

@@ -1,0 +1,320 @@
+"""LEIR AST <-> egglog terms of the schema in rules/leir.egg.
+
+Encoding builds ``egglog.bindings`` call objects (never text: text insertion is quadratic,
+stack.md 2.7) and hash-conses on the Python side, so every distinct subterm gets one
+integer *key* and the positions where it occurs are recorded. Each distinct Nest item is
+bound to a global ``$iK`` so analysis facts can name it.
+
+Decoding reads ``EGraph.freeze()``: for each e-class it picks the node built from a schema
+constructor (helper applications such as ``SubE`` are unioned with their result by the
+compute ruleset and are skipped). A decoded subterm whose key equals an input subterm is
+returned as the ORIGINAL AST node, so untouched parentheses and number spellings survive.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import egglog.bindings as b
+
+from .ast import BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, Unary, Var
+
+SP = b.PanicSpan()
+
+# constructor -> (sort, argument kinds); "S" string, "I" i64, otherwise a sort name
+SIGNATURES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "Num": ("Expr", ("S",)),
+    "Var": ("Expr", ("S",)),
+    "Ref": ("Expr", ("S", "S", "S", "Exprs")),
+    "Un": ("Expr", ("S", "Expr")),
+    "Bin": ("Expr", ("S", "Expr", "Expr")),
+    "Cmp": ("Expr", ("S", "Exprs")),
+    "Call": ("Expr", ("S", "Exprs")),
+    "ENil": ("Exprs", ()),
+    "ECons": ("Exprs", ("Expr", "Exprs")),
+    "Lp": ("Loop", ("S", "S", "I")),
+    "LNil": ("Loops", ()),
+    "LCons": ("Loops", ("Loop", "Loops")),
+    "Eqn": ("Item", ("Expr", "Expr", "S")),
+    "Nest": ("Item", ("Loops", "Items")),
+    "INil": ("Items", ()),
+    "ICons": ("Items", ("Item", "Items")),
+    "PNil": ("Params", ()),
+    "PStr": ("Params", ("S", "S", "Params")),
+    "PInt": ("Params", ("S", "I", "Params")),
+}
+
+
+def lit_s(s: str):
+    return b.Lit(SP, b.String(s))
+
+
+def lit_i(n: int):
+    return b.Lit(SP, b.Int(n))
+
+
+def call(name: str, args: list):
+    return b.Call(SP, name, args)
+
+
+@dataclass
+class Encoded:
+    """An inserted program: keys of its subterms and where they occur."""
+
+    commands: list                      # bindings commands that insert the program
+    root: int                           # key of the top-level Items list
+    nest_globals: dict[int, str]        # key of a Nest item -> its global "$iK"
+    orig: dict[int, Any] = field(default_factory=dict)          # key -> first original AST node
+    item_paths: dict[int, list] = field(default_factory=dict)   # Item key -> [path]
+    list_sites: dict[int, list] = field(default_factory=dict)   # Items key -> [(parent path, start)]
+    loop_lists: dict[int, list] = field(default_factory=dict)   # Loops key -> [nest path]
+    path_key: dict[tuple, int] = field(default_factory=dict)    # item path -> Item key
+    exprs: dict[int, Any] = field(default_factory=dict)         # key -> bindings expression
+    counts: dict[int, int] = field(default_factory=dict)        # non-leaf Expr key -> occurrences
+
+
+class Interner:
+    """Structural keys: (constructor, primitives..., child keys...) -> small int."""
+
+    def __init__(self):
+        self.table: dict[tuple, int] = {}
+        self.keys: list[tuple] = []
+
+    def __call__(self, key: tuple) -> int:
+        k = self.table.get(key)
+        if k is None:
+            k = self.table[key] = len(self.keys)
+            self.keys.append(key)
+        return k
+
+
+class Encoder:
+    """Encodes one program body; the interner is shared with the decoder of the same query."""
+
+    def __init__(self, interner: Interner):
+        self.key = interner
+        self.exprs: dict[int, Any] = {}       # key -> bindings expression (shared objects)
+        self.orig: dict[int, Any] = {}
+        self.item_paths: dict[int, list] = {}
+        self.list_sites: dict[int, list] = {}
+        self.loop_lists: dict[int, list] = {}
+        self.nest_globals: dict[int, str] = {}
+        self.path_key: dict[tuple, int] = {}
+        self.counts: dict[int, int] = {}
+        self.lets: list = []
+
+    # -- expressions
+    def expr(self, e) -> int:
+        if isinstance(e, Num):
+            k = self.key(("Num", e.text))
+            if k not in self.exprs:
+                self.exprs[k] = call("Num", [lit_s(e.text)])
+        elif isinstance(e, Var):
+            k = self.key(("Var", e.name))
+            if k not in self.exprs:
+                self.exprs[k] = call("Var", [lit_s(e.name)])
+        elif isinstance(e, Ref):
+            ix = self.exprs_list(e.index)
+            k = self.key(("Ref", e.name, e.dtype, e.scope, ix))
+            if k not in self.exprs:
+                self.exprs[k] = call("Ref", [lit_s(e.name), lit_s(e.dtype), lit_s(e.scope), self.exprs[ix]])
+        elif isinstance(e, Unary):
+            a = self.expr(e.operand)
+            k = self.key(("Un", e.op, a))
+            if k not in self.exprs:
+                self.exprs[k] = call("Un", [lit_s(e.op), self.exprs[a]])
+        elif isinstance(e, BinOp):
+            a, c = self.expr(e.lhs), self.expr(e.rhs)
+            k = self.key(("Bin", e.op, a, c))
+            if k not in self.exprs:
+                self.exprs[k] = call("Bin", [lit_s(e.op), self.exprs[a], self.exprs[c]])
+        elif isinstance(e, Compare):
+            xs = self.exprs_list(e.operands)
+            ops = ",".join(e.ops)
+            k = self.key(("Cmp", ops, xs))
+            if k not in self.exprs:
+                self.exprs[k] = call("Cmp", [lit_s(ops), self.exprs[xs]])
+        elif isinstance(e, Call):
+            xs = self.exprs_list(e.args)
+            k = self.key(("Call", e.func, xs))
+            if k not in self.exprs:
+                self.exprs[k] = call("Call", [lit_s(e.func), self.exprs[xs]])
+        else:
+            raise TypeError(f"not an expression: {e!r}")
+        if not isinstance(e, (Num, Var, Ref)):
+            self.counts[k] = self.counts.get(k, 0) + 1
+        self.orig.setdefault(k, e)
+        return k
+
+    def exprs_list(self, xs) -> int:
+        k = self.key(("ENil",))
+        if k not in self.exprs:
+            self.exprs[k] = call("ENil", [])
+        for x in reversed(xs):
+            xk = self.expr(x)
+            nk = self.key(("ECons", xk, k))
+            if nk not in self.exprs:
+                self.exprs[nk] = call("ECons", [self.exprs[xk], self.exprs[k]])
+            k = nk
+        return k
+
+    # -- statements
+    def loops(self, loops, path) -> int:
+        k = self.key(("LNil",))
+        if k not in self.exprs:
+            self.exprs[k] = call("LNil", [])
+        for lp in reversed(loops):
+            lk = self.key(("Lp", lp.kind, lp.var, lp.extent))
+            if lk not in self.exprs:
+                self.exprs[lk] = call("Lp", [lit_s(lp.kind), lit_s(lp.var), lit_i(lp.extent)])
+            self.orig.setdefault(lk, lp)
+            nk = self.key(("LCons", lk, k))
+            if nk not in self.exprs:
+                self.exprs[nk] = call("LCons", [self.exprs[lk], self.exprs[k]])
+            k = nk
+        self.loop_lists.setdefault(k, []).append(path)
+        return k
+
+    def item(self, it, path) -> int:
+        if isinstance(it, Equation):
+            l, r = self.expr(it.lhs), self.expr(it.rhs)
+            init = it.init or ""
+            k = self.key(("Eqn", l, r, init))
+            if k not in self.exprs:
+                self.exprs[k] = call("Eqn", [self.exprs[l], self.exprs[r], lit_s(init)])
+        else:
+            ls = self.loops(it.loops, path)
+            body = self.items(it.body, path)
+            k = self.key(("Nest", ls, body))
+            if k not in self.exprs:
+                name = f"$i{k}"
+                self.lets.append(b.ActionCommand(b.Let(SP, name, call("Nest", [self.exprs[ls], self.exprs[body]]))))
+                self.nest_globals[k] = name
+                self.exprs[k] = b.Var(SP, name)
+        self.orig.setdefault(k, it)
+        self.item_paths.setdefault(k, []).append(path)
+        self.path_key[path] = k
+        return k
+
+    def items(self, items, path) -> int:
+        k = self.key(("INil",))
+        if k not in self.exprs:
+            self.exprs[k] = call("INil", [])
+        keys = [self.item(it, path + (i,)) for i, it in enumerate(items)]
+        self.list_sites.setdefault(k, []).append((path, len(items)))
+        for i in range(len(items) - 1, -1, -1):
+            nk = self.key(("ICons", keys[i], k))
+            if nk not in self.exprs:
+                self.exprs[nk] = call("ICons", [self.exprs[keys[i]], self.exprs[k]])
+            self.list_sites.setdefault(nk, []).append((path, i))
+            k = nk
+        return k
+
+
+def encode(body, interner: Interner, root_name: str = "$prog") -> Encoded:
+    """Commands inserting ``body`` (a tuple of Nest) as ``root_name``, with its key maps."""
+    enc = Encoder(interner)
+    root = enc.items(body, ())
+    cmds = enc.lets + [b.ActionCommand(b.Let(SP, root_name, enc.exprs[root]))]
+    return Encoded(cmds, root, enc.nest_globals, enc.orig, enc.item_paths, enc.list_sites, enc.loop_lists,
+                   enc.path_key, enc.exprs, enc.counts)
+
+
+class Decoder:
+    """Reads terms back from a frozen e-graph (schema constructors only)."""
+
+    def __init__(self, egraph, frozen, interner: Interner, orig: dict[int, Any]):
+        self.eg = egraph
+        self.key = interner
+        self.orig = orig
+        self.nodes: dict = {}
+        for name in SIGNATURES:
+            fn = frozen.functions.get(name)
+            if fn is None:
+                continue
+            for row in fn.rows:
+                if not row.subsumed and row.output not in self.nodes:
+                    self.nodes[row.output] = (name, row.inputs)
+        self._keys: dict = {}
+        self._asts: dict[int, Any] = {}
+
+    def prim(self, kind: str, v):
+        return self.eg.value_to_string(v) if kind == "S" else self.eg.value_to_i64(v)
+
+    def key_of(self, value) -> int:
+        """Structural key of the e-class ``value`` (interned with the encoder's keys)."""
+        k = self._keys.get(value)
+        if k is not None:
+            return k
+        stack = [value]
+        while stack:  # iterative post-order: terms can be deep (long lists)
+            v = stack[-1]
+            if v in self._keys:
+                stack.pop()
+                continue
+            node = self.nodes.get(v)
+            if node is None:
+                raise KeyError("e-class has no schema constructor (a helper was not computed)")
+            name, ins = node
+            kinds = SIGNATURES[name][1]
+            pending = [x for kd, x in zip(kinds, ins) if kd not in ("S", "I") and x not in self._keys]
+            if pending:
+                stack.extend(pending)
+                continue
+            parts = [name]
+            for kd, x in zip(kinds, ins):
+                parts.append(self.prim(kd, x) if kd in ("S", "I") else self._keys[x])
+            self._keys[v] = self.key(tuple(parts))
+            stack.pop()
+        return self._keys[value]
+
+    def ast(self, value):
+        """The AST of an Expr / Item / Loop e-class; lists decode to tuples."""
+        return self.ast_of_key(self.key_of(value))
+
+    def ast_of_key(self, k: int):
+        if k in self.orig:
+            return self.orig[k]
+        if k in self._asts:
+            return self._asts[k]
+        key = self.key.keys[k]
+        name = key[0]
+        if name == "Num":
+            out = Num(key[1])
+        elif name == "Var":
+            out = Var(key[1])
+        elif name == "Ref":
+            out = Ref(key[1], key[2], key[3], self.ast_of_key(key[4]))
+        elif name == "Un":
+            out = Unary(key[1], self.ast_of_key(key[2]))
+        elif name == "Bin":
+            out = BinOp(key[1], self.ast_of_key(key[2]), self.ast_of_key(key[3]))
+        elif name == "Cmp":
+            out = Compare(tuple(key[1].split(",")), self.ast_of_key(key[2]))
+        elif name == "Call":
+            out = Call(key[1], self.ast_of_key(key[2]))
+        elif name in ("ENil", "LNil", "INil"):
+            out = ()
+        elif name in ("ECons", "LCons", "ICons"):
+            out = (self.ast_of_key(key[1]),) + self.ast_of_key(key[2])
+        elif name == "Lp":
+            out = Loop(key[1], key[2], key[3])
+        elif name == "Eqn":
+            out = Equation(self.ast_of_key(key[1]), self.ast_of_key(key[2]), key[3] or None)
+        elif name == "Nest":
+            out = Nest(self.ast_of_key(key[1]), self.ast_of_key(key[2]))
+        else:
+            raise ValueError(f"cannot decode {name}")
+        self._asts[k] = out
+        return out
+
+    def params(self, value) -> dict:
+        """A Params list as an ordered dict."""
+        out = {}
+        while True:
+            name, ins = self.nodes[value]
+            if name == "PNil":
+                return out
+            kinds = SIGNATURES[name][1]
+            out[self.prim("S", ins[0])] = self.prim(kinds[1], ins[1])
+            value = ins[2]
