@@ -1,0 +1,136 @@
+"""Build a lowered program with TVM and run or time it on llvm (CPU) or cuda (GPU).
+
+Outputs are allocated zero-filled before every run, so elements a program never writes
+read back as 0 rather than as whatever memory held.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from engine.diagnostics import LeirError
+
+from .errors import LoweringError
+from .inputs import numpy_dtype
+from .tir import TARGETS, cuda_target, first_line, from_tvmscript, lower_to_tvmscript
+
+
+@dataclass(frozen=True)
+class Built:
+    """A compiled program: the TVMScript it came from, the executable and its target."""
+
+    text: str
+    executable: object
+    target: str
+    vectorized: bool  # False when the vectorised form was rejected by TVM and rebuilt serially
+
+
+_CACHE: dict[tuple[str, str, str], Built] = {}
+
+
+def _tvm_target(target: str, arch: str):
+    if target == "cuda":
+        return cuda_target(arch)
+    return "llvm"
+
+
+def build(program, target: str = "llvm", arch: str = "sm_90") -> Built:
+    """Compile ``program`` (cached by its TVMScript text). Raises ``LoweringError``."""
+    import tvm
+    if target not in TARGETS:
+        raise LoweringError(f"unknown target '{target}' (expected {' or '.join(TARGETS)})")
+    text = lower_to_tvmscript(program, target)
+    key = (text, target, arch)
+    if key in _CACHE:
+        return _CACHE[key]
+    attempts = [(text, True)]
+    if "T.vectorized(" in text:
+        attempts.append((lower_to_tvmscript(program, target, vectorize=False), False))
+    err: Optional[Exception] = None
+    for t, vec in attempts:
+        try:
+            f = from_tvmscript(t)
+            ex = tvm.compile(f, target=_tvm_target(target, arch))
+        except LoweringError as e:
+            err = e
+            continue
+        except Exception as e:  # TVM build errors
+            err = LoweringError(f"TVM could not build the program for {target}: {first_line(e)}", stage="build")
+            continue
+        built = Built(t, ex, target, vec)
+        _CACHE[key] = built
+        return built
+    raise err
+
+
+def device_for(target: str, device=None):
+    import tvm
+    if device is not None:
+        return device
+    if target == "cuda":
+        dev = tvm.cuda(0)
+        if not dev.exist:
+            raise LoweringError("no CUDA device is available on this machine", stage="exec")
+        return dev
+    return tvm.cpu(0)
+
+
+def _arguments(program, inputs: dict, dev):
+    import tvm
+    args = []
+    for d in program.inputs:
+        if d.name not in inputs:
+            raise LeirError(f"no input array given for '{d.name}'")
+        a = np.asarray(inputs[d.name])
+        if tuple(a.shape) != tuple(d.shape):
+            raise LeirError(f"input '{d.name}' has shape {list(a.shape)}, the program declares {list(d.shape)}")
+        a = np.array(a, dtype=numpy_dtype(d.dtype), order="C", copy=True)  # (ascontiguousarray makes 0-d arrays 1-d)
+        args.append(tvm.runtime.tensor(a, dev))
+    outs = []
+    for d in program.outputs:
+        z = np.zeros(tuple(d.shape), dtype=numpy_dtype(d.dtype))
+        outs.append(tvm.runtime.tensor(z, dev))
+    return args, outs
+
+
+def run_built(built: Built, program, inputs: dict, device=None) -> dict[str, np.ndarray]:
+    dev = device_for(built.target, device)
+    args, outs = _arguments(program, inputs, dev)
+    try:
+        built.executable["main"](*args, *outs)
+        if built.target == "cuda":
+            dev.sync()
+    except Exception as e:
+        raise LoweringError(f"execution failed: {first_line(e)}", stage="exec") from None
+    return {d.name: o.numpy() for d, o in zip(program.outputs, outs)}
+
+
+def run_program(program, inputs: dict[str, np.ndarray], target: str = "llvm", device=None,
+                arch: str = "sm_90") -> dict[str, np.ndarray]:
+    """Build (cached) and run ``program`` on ``inputs``; the outputs by name, as numpy arrays."""
+    return run_built(build(program, target, arch), program, inputs, device)
+
+
+def time_built(built: Built, program, inputs: dict, device=None, warmup: int = 3, number: int = 3,
+               repeat: int = 5) -> list[float]:
+    """Milliseconds per run for each of ``repeat`` measurements (each the mean of ``number`` runs),
+    after ``warmup`` unmeasured runs, via ``time_evaluator``."""
+    dev = device_for(built.target, device)
+    args, outs = _arguments(program, inputs, dev)
+    try:
+        fn = built.executable["main"]
+        for _ in range(warmup):
+            fn(*args, *outs)
+        ev = built.executable.jit().time_evaluator("main", dev, number=number, repeat=repeat)
+        res = ev(*args, *outs)
+    except Exception as e:
+        raise LoweringError(f"timing failed: {first_line(e)}", stage="exec") from None
+    return [float(r) * 1000.0 for r in res.results]
+
+
+def summarize_times(times_ms: list[float]) -> dict:
+    return {"time_ms_min": min(times_ms), "time_ms_median": statistics.median(times_ms),
+            "time_ms_mean": statistics.fmean(times_ms), "times_ms": list(times_ms)}

@@ -1,0 +1,722 @@
+"""LEIR ``Program`` -> TVMScript text (one ``@T.prim_func(s_tir=True) def main``) -> TVM PrimFunc.
+
+The text is generated from the analysed program (``program.info``), deterministically:
+
+* parameters are the program's inputs then outputs, in declared order;
+* global intermediates are allocated at function level with their inferred shapes;
+* every equation becomes one ``T.sblock`` (named after its output, ``_1``, ``_2`` for
+  repeats) that remaps *all* enclosing loop variables, outermost first, with ``R`` for the
+  equation's reduction axes and ``S`` otherwise; index expressions are written inline on
+  the block variables; reads and writes are inferred by TVM;
+* an equation with an implied initialisation gets ``with T.init():``; TVM runs it when
+  all reduction variables are 0, which is the first update of each element under LEIR's
+  sequential order;
+* nested sub-nests become nested loops under the shared outer loops;
+* types follow ``lowering.types`` (every conversion is an explicit ``T.Cast``).
+
+Loop kinds
+  ``llvm``: ``L`` -> serial (consecutive ones as ``T.grid``); ``U`` -> ``T.unroll``.
+  ``B`` and ``P`` -> ``T.parallel`` only when the iterations are independent (every
+  tensor written under the loop is indexed by the loop variable itself, in one fixed
+  dimension, by every read and write under the loop) and no enclosing loop is already
+  parallel; otherwise serial. So the result is exact under LEIR's sequential semantics.
+  ``V`` -> ``T.vectorized`` under the same independence test when it is the innermost loop
+  over equations only (``vectorize=False`` makes it serial; ``lowering.run.build`` retries
+  that way when TVM rejects the vectorised form).
+  ``cuda``: ``B`` -> ``T.thread_binding`` with the tag given by the name prefix (``tx`` ->
+  ``threadIdx.x``, ``by`` -> ``blockIdx.y``...); ``P`` -> serial (it is a CPU notion);
+  ``U`` -> unroll; ``V`` -> vectorised as on llvm but only for extents 2 and 4. A top-level
+  statement with no bound loop at all is wrapped in a one-block, one-thread launch
+  (``b_launch`` bound to ``blockIdx.x`` with extent 1), so it runs sequentially on the GPU.
+
+Shared and local intermediates (lowering.md 9.6: never at function level, where TVM 0.27
+turns them into extra kernel pointer parameters)
+  A shared/local buffer used by one top-level statement is allocated in a wrapper
+  ``T.sblock("kernel_<i>")`` placed inside that statement's leading bound loops: all of
+  the leading ``B`` loops for ``local``, the leading ``b*`` (block index) loops for
+  ``shared``. Each such loop variable must index the buffer by itself in one fixed
+  dimension in every access; that dimension is then dropped from the allocation (each
+  thread/block holds only its own slice), so the per-instance copies are exactly the
+  slices of the logical buffer and the placement is sound. On ``cuda`` a statement with no
+  suitable leading loop gets the one-block launch above, and anything unsound (a buffer
+  shared by several statements, an access not private to its thread or block, a local
+  buffer read under a bound loop outside the placement) is a ``LoweringError``. On
+  ``llvm`` the same placement is used when it is sound and the buffer otherwise falls back
+  to a function-level global allocation (one memory space on a CPU; the result is exact).
+"""
+from __future__ import annotations
+
+import argparse
+import keyword
+import sys
+from dataclasses import dataclass, field
+from typing import Optional
+
+from engine.ast import DTYPES, BinOp, Call, Compare, Equation, Nest, Num, Ref, Unary, Var, walk
+
+from .errors import LoweringError
+from .types import WEAK_FLOAT, WEAK_INT, concrete, is_float, is_int, promote, real_type
+
+TARGETS = ("llvm", "cuda")
+INDENT = "    "
+_RESERVED_PY = {"range", "T", "main"}
+_TAGS = {"tx": "threadIdx.x", "ty": "threadIdx.y", "tz": "threadIdx.z",
+         "bx": "blockIdx.x", "by": "blockIdx.y", "bz": "blockIdx.z"}
+LAUNCH_VAR = "b_launch"
+
+
+def py_name(name: str) -> str:
+    """A LEIR name as a Python identifier (keywords such as ``in`` or ``None`` get a ``_``)."""
+    if keyword.iskeyword(name) or name in _RESERVED_PY:
+        return name + "_"
+    return name
+
+
+def block_var(name: str) -> str:
+    return "v_" + name
+
+
+def tvm_dtype(code: str) -> str:
+    return DTYPES[code]
+
+
+# --------------------------------------------------------------------------- analysis helpers
+
+
+def _items_equations(items):
+    for it in items:
+        if isinstance(it, Equation):
+            yield it
+        else:
+            yield from _items_equations(it.body)
+
+
+def _accesses(items):
+    """(ref, is_write) for every tensor access of the equations under ``items``."""
+    for eq in _items_equations(items):
+        yield eq.lhs, True
+        for sub in eq.lhs.index:
+            for n in walk(sub):
+                if isinstance(n, Ref):
+                    yield n, False
+        for n in walk(eq.rhs):
+            if isinstance(n, Ref):
+                yield n, False
+
+
+def _private_dim(var: str, refs: list[Ref], taken: set[int] = frozenset()) -> Optional[int]:
+    """A dimension that every ref indexes by exactly ``var`` (None if there is none)."""
+    if not refs:
+        return None
+    rank = len(refs[0].index)
+    for d in range(rank):
+        if d in taken:
+            continue
+        if all(len(r.index) == rank and r.index[d] == Var(var) for r in refs):
+            return d
+    return None
+
+
+def _independent(var: str, items) -> bool:
+    """Iterations of loop ``var`` over ``items`` touch disjoint elements of everything written."""
+    acc = list(_accesses(items))
+    written = dict.fromkeys(r.name for r, w in acc if w)
+    for name in written:
+        if _private_dim(var, [r for r, _ in acc if r.name == name]) is None:
+            return False
+    return True
+
+
+def _binding_tag(var: str) -> str:
+    return _TAGS[var[:2]]
+
+
+# --------------------------------------------------------------------------- placement
+
+
+@dataclass
+class _Placement:
+    """Where the shared/local buffers of one top-level statement live."""
+
+    prefix: int = 0                  # number of leading loops of the nest outside the wrapper
+    launch: bool = False             # wrap the statement in the one-block cuda launch
+    buffers: list = field(default_factory=list)  # (name, shape, scope)
+
+
+def _place_scoped(prog, target: str):
+    """Decide allocation sites: ({stmt: _Placement}, function-level buffers, {name: elided dims})."""
+    info = prog.info
+    uses: dict[str, list[int]] = {}
+    for i, nest in enumerate(prog.body):
+        for r, _ in _accesses([nest]):
+            lst = uses.setdefault(r.name, [])
+            if i not in lst:
+                lst.append(i)
+    func_level: list = []
+    placements: dict[int, _Placement] = {}
+    elided: dict[str, tuple[int, ...]] = {}
+    for b in info.buffers.values():
+        if b.role != "intermediate":
+            continue
+        if b.scope == "g":
+            func_level.append((b.name, b.shape, "global"))
+            continue
+        where = uses.get(b.name, [])
+        scope = "shared" if b.scope == "s" else "local"
+        try:
+            if len(where) != 1:
+                raise LoweringError(
+                    f"{scope} buffer '{b.name}' is used by top-level statements "
+                    f"{', '.join(str(i + 1) for i in where)}; its contents do not survive a kernel "
+                    "boundary (make it global or keep it inside one statement)",
+                    _first_ref(prog, b.name))
+            i = where[0]
+            nest = prog.body[i]
+            pl = placements.setdefault(i, _Placement())
+            prefix, launch, dims = _placement_for(nest, b, scope, target)
+            if pl.buffers and (prefix, launch) != (pl.prefix, pl.launch):
+                raise LoweringError(
+                    f"{scope} buffer '{b.name}' needs a different allocation site than "
+                    f"'{pl.buffers[0][0]}' in the same statement", _first_ref(prog, b.name))
+            pl.prefix, pl.launch = prefix, launch
+            keep = tuple(n for d, n in enumerate(b.shape) if d not in dims)
+            pl.buffers.append((b.name, keep, scope))
+            if dims:
+                elided[b.name] = dims
+        except LoweringError:
+            if target == "cuda":
+                raise
+            func_level.append((b.name, b.shape, "global"))
+    placements = {i: pl for i, pl in placements.items() if pl.buffers}
+    return placements, func_level, elided
+
+
+def _first_ref(prog, name: str):
+    for r, _ in _accesses(prog.body):
+        if r.name == name:
+            return r
+    return None
+
+
+def _placement_for(nest: Nest, buf, scope: str, target: str):
+    refs = [r for r, _ in _accesses([nest]) if r.name == buf.name]
+    lead = 0
+    while lead < len(nest.loops) and nest.loops[lead].kind == "B":
+        lead += 1
+    if scope == "shared":
+        n = 0
+        while n < lead and nest.loops[n].var.startswith("b"):
+            n += 1
+        lead = n
+    dims: list[int] = []
+    for l in nest.loops[:lead]:
+        d = _private_dim(l.var, refs, set(dims))
+        if d is None:
+            raise LoweringError(
+                f"{scope} buffer '{buf.name}' is not private to one iteration of bound loop '{l.var}' "
+                f"(some access does not index it by '{l.var}' alone in one fixed dimension)", refs[0])
+        dims.append(d)
+    launch = False
+    if target == "cuda":
+        bound_inside = _bound_loops_over(nest, buf.name, lead)
+        if lead == 0:
+            needs = ("b" if scope == "shared" else "")
+            clash = [v for v in bound_inside if v.startswith(needs)] if needs else bound_inside
+            if clash:
+                raise LoweringError(
+                    f"{scope} buffer '{buf.name}' is accessed under bound loop '{clash[0]}', which is not "
+                    f"among the statement's leading {'block-index ' if scope == 'shared' else ''}bound "
+                    "loops, so it cannot be allocated inside the kernel", refs[0])
+            if _has_tag(nest, "bx"):
+                raise LoweringError(
+                    f"{scope} buffer '{buf.name}' needs a one-block launch but the statement already "
+                    "binds blockIdx.x below its first loop", refs[0])
+            launch = True
+        elif scope == "local" and bound_inside:
+            raise LoweringError(
+                f"local buffer '{buf.name}' is accessed under bound loop '{bound_inside[0]}', which is "
+                "not among the statement's leading bound loops (each thread would see its own copy)", refs[0])
+    return lead, launch, tuple(sorted(dims))
+
+
+def _bound_loops_over(nest: Nest, name: str, lead: int) -> list[str]:
+    """Bound loops below the first ``lead`` loops of ``nest`` that enclose an access of ``name``."""
+    out: list[str] = []
+
+    def visit(n: Nest, loops):
+        for it in n.body:
+            if isinstance(it, Nest):
+                visit(it, loops + [l.var for l in it.loops if l.kind == "B"])
+            elif any(r.name == name for r, _ in _accesses([it])):
+                out.extend(v for v in loops if v not in out)
+
+    visit(nest, [l.var for l in nest.loops[lead:] if l.kind == "B"])
+    return out
+
+
+def _has_tag(nest: Nest, prefix: str) -> bool:
+    for l in nest.loops:
+        if l.kind == "B" and l.var.startswith(prefix):
+            return True
+    return any(isinstance(it, Nest) and _has_tag(it, prefix) for it in nest.body)
+
+
+def _has_bound(nest: Nest) -> bool:
+    return any(l.kind == "B" for l in nest.loops) or any(
+        isinstance(it, Nest) and _has_bound(it) for it in nest.body)
+
+
+# --------------------------------------------------------------------------- expressions
+
+
+def _shape_text(shape) -> str:
+    if not shape:
+        return "()"
+    if len(shape) == 1:
+        return f"({shape[0]},)"
+    return "(" + ", ".join(str(s) for s in shape) + ")"
+
+
+def literal(text: str, dtype: str) -> str:
+    """A LEIR literal as a TVMScript constant of ``dtype``."""
+    if text == "inf":
+        if is_float(dtype):
+            return f'T.{dtype}("inf")'
+        return f'T.max_value("{dtype}")'
+    integral = text.isdigit()
+    if dtype == "int32" and integral:
+        return text
+    if dtype == "bool":
+        return "T.bool(True)" if float(text) != 0 else "T.bool(False)"
+    if is_int(dtype) and not integral:
+        return f'T.Cast("{dtype}", T.float64({text}))'
+    return f"T.{dtype}({text})"
+
+
+_INIT_TEXT = {"0": "0", "1": "1"}
+
+
+def init_value(identity: str, dtype: str) -> str:
+    if identity in _INIT_TEXT:
+        return literal(identity, dtype) if dtype != "int32" else identity
+    if is_float(dtype):
+        return ("-" if identity == "-inf" else "") + f'T.{dtype}("inf")'
+    return f'T.min_value("{dtype}")' if identity == "-inf" else f'T.max_value("{dtype}")'
+
+
+def _enclosed(text: str) -> bool:
+    """``text`` is one parenthesised group: ``(a + b)`` but not ``(a) + (b)``."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return False
+    depth = 0
+    for k, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and k < len(text) - 1:
+            return False
+    return True
+
+
+def bare(text: str) -> str:
+    """``text`` without one redundant outer pair of parentheses."""
+    return text[1:-1] if _enclosed(text) else text
+
+
+def _is_load(text: str) -> bool:
+    head = text.split("[", 1)[0]
+    return text.endswith("]") and head.replace("_", "").isalnum() and _balanced_tail(text, len(head))
+
+
+def _balanced_tail(text: str, start: int) -> bool:
+    depth = 0
+    for k in range(start, len(text)):
+        depth += text[k] == "["
+        depth -= text[k] == "]"
+        if depth == 0 and k < len(text) - 1:
+            return False
+    return True
+
+
+class _ExprLowerer:
+    """Typed translation of one equation's expressions (see ``lowering.types``)."""
+
+    def __init__(self, buffers, out_dtype: str, elided: dict[str, tuple[int, ...]]):
+        self.buffers = buffers
+        self.out = out_dtype
+        self.elided = elided
+
+    # -- types -------------------------------------------------------------------------------
+    def ty(self, e, ctx: str) -> str:
+        if isinstance(e, Num):
+            return WEAK_INT if e.is_int else WEAK_FLOAT
+        if isinstance(e, Var):
+            if ctx != "value" or self.out == "bool":
+                return "int32"
+            return self.out
+        if isinstance(e, Ref):
+            return tvm_dtype(self.buffers[e.name].dtype)
+        if isinstance(e, Unary):
+            t = self.ty(e.operand, ctx)
+            return "int32" if t == "bool" else t
+        if isinstance(e, BinOp):
+            if e.op in ("&", "|"):
+                return "bool"
+            t = promote(self.ty(e.lhs, ctx), self.ty(e.rhs, ctx))
+            if e.op in ("/", "**"):
+                return real_type(t, self.out)
+            return "int32" if t == "bool" else t
+        if isinstance(e, Compare):
+            return "bool"
+        if isinstance(e, Call):
+            f = e.func
+            if f in ("exp", "log", "sqrt", "erf"):
+                return real_type(self.ty(e.args[0], ctx), self.out)
+            if f == "abs":
+                t = self.ty(e.args[0], ctx)
+                return "int32" if t == "bool" else t
+            if f in ("max", "min"):
+                return promote(self.ty(e.args[0], ctx), self.ty(e.args[1], ctx))
+            if f == "if_then_else":
+                return promote(self.ty(e.args[1], ctx), self.ty(e.args[2], ctx))
+        raise LoweringError(f"cannot lower expression node {type(e).__name__}", e)
+
+    # -- text --------------------------------------------------------------------------------
+    def cast(self, text: str, have: str, want: str) -> str:
+        if have == want:
+            return text
+        return f'T.Cast("{want}", {bare(text)})'
+
+    def value(self, e, want: str, ctx: str = "value") -> str:
+        """Text computing ``e`` as a value of concrete dtype ``want``."""
+        if isinstance(e, Num):
+            return literal(e.text, want)
+        t = concrete(self.ty(e, ctx), self.out, ctx != "value")
+        return self.cast(self._bare(e, t, ctx), t, want)
+
+    def cond(self, e) -> str:
+        t = concrete(self.ty(e, "cond"), self.out, True)
+        if t == "bool":
+            return self.value(e, "bool", "cond")
+        return f"{self.value(e, t, 'cond')} != {literal('0', t)}"
+
+    def _bare(self, e, t: str, ctx: str) -> str:
+        """Text of ``e`` computed in its own (concrete) type ``t``."""
+        if isinstance(e, Var):
+            return block_var(e.name)
+        if isinstance(e, Ref):
+            return self.load(e)
+        if isinstance(e, Unary):
+            return f"-{self._atom(self.value(e.operand, t, ctx))}"
+        if isinstance(e, BinOp):
+            if e.op in ("&", "|"):
+                word = "and" if e.op == "&" else "or"
+                return f"({self.cond(e.lhs)} {word} {self.cond(e.rhs)})"
+            a, b = self.value(e.lhs, t, ctx), self.value(e.rhs, t, ctx)
+            if e.op in ("+", "-", "*"):
+                return f"({a} {e.op} {b})"
+            if e.op == "/":
+                return f"({a} / {b})"
+            if e.op == "**":
+                return f"T.pow({bare(a)}, {bare(b)})"
+            if e.op == "//":
+                return f"T.floordiv({a}, {b})" if not is_float(t) else f"T.floor({a} / {b})"
+            if e.op == "%":
+                return f"T.floormod({a}, {b})" if not is_float(t) else f"({a} - T.floor({a} / {b}) * {b})"
+        if isinstance(e, Compare):
+            common = self.ty(e.operands[0], "cond")
+            for o in e.operands[1:]:
+                common = promote(common, self.ty(o, "cond"))
+            common = concrete(common, self.out, True)
+            ops = [self.value(o, common, "cond") for o in e.operands]
+            parts = [f"{ops[k]} {op} {ops[k + 1]}" for k, op in enumerate(e.ops)]
+            return parts[0] if len(parts) == 1 else "(" + " and ".join(parts) + ")"
+        if isinstance(e, Call):
+            f = e.func
+            if f in ("exp", "log", "sqrt", "erf", "abs"):
+                return f"T.{f}({bare(self.value(e.args[0], t, ctx))})"
+            if f in ("max", "min"):
+                a, b = (bare(self.value(x, t, ctx)) for x in e.args)
+                return f"T.{f}({a}, {b})"
+            if f == "if_then_else":
+                c, a, b = bare(self.cond(e.args[0])), bare(self.value(e.args[1], t, ctx)), \
+                    bare(self.value(e.args[2], t, ctx))
+                return f"T.if_then_else({c}, {a}, {b})"
+        raise LoweringError(f"cannot lower '{type(e).__name__}' here", e)
+
+    @staticmethod
+    def _atom(text: str) -> str:
+        return text if _enclosed(text) or text.startswith("T.") or _is_load(text) else f"({text})"
+
+    def load(self, r: Ref) -> str:
+        drop = self.elided.get(r.name, ())
+        idx = []
+        for d, i in enumerate(r.index):
+            if d in drop:
+                continue
+            t = self.ty(i, "index")
+            if is_float(t):
+                raise LoweringError(f"index '{i}' of '{r.name}' is not an integer", r)
+            idx.append(bare(self.value(i, concrete(t, "int32", True), "index")))
+        return f"{py_name(r.name)}[{', '.join(idx) if idx else '()'}]"
+
+
+# --------------------------------------------------------------------------- statements
+
+
+class _Lowerer:
+    def __init__(self, prog, target: str, vectorize: bool):
+        if target not in TARGETS:
+            raise LoweringError(f"unknown target '{target}' (expected {' or '.join(TARGETS)})")
+        self.prog = prog
+        self.target = target
+        self.vectorize = vectorize
+        self.info = prog.info
+        self.lines: list[str] = []
+        self.block_names: dict[str, int] = {}
+        self.eq_infos = list(self.info.equations)
+        self.eq_pos = 0
+        self.placements, self.func_level, self.elided = _place_scoped(prog, target)
+
+    def emit(self, depth: int, text: str):
+        self.lines.append(INDENT * depth + text)
+
+    def run(self) -> str:
+        params = []
+        for d in self.prog.inputs + self.prog.outputs:
+            params.append(f'{py_name(d.name)}: T.Buffer({_shape_text(d.shape)}, "{tvm_dtype(d.dtype)}")')
+        self.emit(0, "@T.prim_func(s_tir=True)")
+        self.emit(0, f"def main({', '.join(params)}):")
+        self.emit(1, 'T.func_attr({"tir.noalias": True})')
+        for name, shape, scope in self.func_level:
+            self.emit(1, self._alloc(name, shape, scope))
+        for i, nest in enumerate(self.prog.body):
+            self.statement(i, nest)
+        if self.eq_pos != len(self.eq_infos):
+            raise LoweringError("internal: equation count differs from the program analysis")
+        return "\n".join(self.lines) + "\n"
+
+    def _alloc(self, name: str, shape, scope: str) -> str:
+        dtype = tvm_dtype(self.info.buffers[name].dtype)
+        extra = "" if scope == "global" else f', scope="{scope}"'
+        return f'{py_name(name)} = T.alloc_buffer({_shape_text(shape)}, "{dtype}"{extra})'
+
+    # -- loops -------------------------------------------------------------------------------
+    def _modes(self, nest: Nest, parallel_above: bool) -> tuple[list[str], bool]:
+        modes = []
+        innermost_eqs = all(isinstance(it, Equation) for it in nest.body)
+        for k, l in enumerate(nest.loops):
+            under = [Nest(nest.loops[k + 1:], nest.body)] if k + 1 < len(nest.loops) else list(nest.body)
+            if self.target == "cuda":
+                if l.kind == "B":
+                    modes.append("bind")
+                elif l.kind == "U":
+                    modes.append("unroll")
+                elif (l.kind == "V" and self.vectorize and l.extent in (2, 4) and innermost_eqs
+                      and k == len(nest.loops) - 1 and _independent(l.var, under)):
+                    modes.append("vectorized")
+                else:
+                    modes.append("serial")
+                continue
+            if l.kind in ("B", "P") and not parallel_above and _independent(l.var, under):
+                modes.append("parallel")
+                parallel_above = True
+            elif (l.kind == "V" and self.vectorize and innermost_eqs and k == len(nest.loops) - 1
+                  and _independent(l.var, under)):
+                modes.append("vectorized")
+            elif l.kind == "U":
+                modes.append("unroll")
+            else:
+                modes.append("serial")
+        return modes, parallel_above
+
+    def loops(self, depth: int, loops, modes) -> int:
+        k = 0
+        while k < len(loops):
+            l, m = loops[k], modes[k]
+            if m == "serial":
+                j = k
+                while j < len(loops) and modes[j] == "serial":
+                    j += 1
+                run = loops[k:j]
+                if len(run) == 1:
+                    self.emit(depth, f"for {py_name(l.var)} in range({l.extent}):")
+                else:
+                    self.emit(depth, f"for {', '.join(py_name(x.var) for x in run)} in "
+                                     f"T.grid({', '.join(str(x.extent) for x in run)}):")
+                depth += 1
+                k = j
+                continue
+            if m == "bind":
+                self.emit(depth, f'for {py_name(l.var)} in T.thread_binding({l.extent}, thread="{_binding_tag(l.var)}"):')
+            else:
+                self.emit(depth, f"for {py_name(l.var)} in T.{m}({l.extent}):")
+            depth += 1
+            k += 1
+        return depth
+
+    # -- statements --------------------------------------------------------------------------
+    def statement(self, i: int, nest: Nest):
+        depth = 1
+        pl = self.placements.get(i)
+        launch = (pl is not None and pl.launch) or (self.target == "cuda" and not _has_bound(nest))
+        if launch:
+            self.emit(depth, f'for {LAUNCH_VAR} in T.thread_binding(1, thread="blockIdx.x"):')
+            depth += 1
+        modes, par = self._modes(nest, False)
+        if pl is None:
+            depth = self.loops(depth, nest.loops, modes)
+        else:
+            depth = self.loops(depth, nest.loops[:pl.prefix], modes[:pl.prefix])
+            self.emit(depth, f'with T.sblock("kernel_{i}"):')
+            depth += 1
+            local = {name for name, _, _ in pl.buffers}
+            reads, writes = self._regions(nest, local)
+            self.emit(depth, f"T.reads({', '.join(reads)})")
+            self.emit(depth, f"T.writes({', '.join(writes)})")
+            for name, shape, scope in pl.buffers:
+                self.emit(depth, self._alloc(name, shape, scope))
+            depth = self.loops(depth, nest.loops[pl.prefix:], modes[pl.prefix:])
+        self.body(depth, nest, par)
+
+    def _regions(self, nest: Nest, exclude: set[str]):
+        reads, writes = {}, {}
+        for r, w in _accesses([nest]):
+            if r.name in exclude:
+                continue
+            (writes if w else reads).setdefault(r.name, None)
+        def region(name):
+            shape = self.info.buffers[name].shape
+            if not shape:
+                return f"{py_name(name)}[()]"
+            return f"{py_name(name)}[{', '.join(f'0:{n}' for n in shape)}]"
+        return [region(n) for n in reads], [region(n) for n in writes]
+
+    def body(self, depth: int, nest: Nest, parallel_above: bool):
+        for it in nest.body:
+            if isinstance(it, Nest):
+                modes, par = self._modes(it, parallel_above)
+                d = self.loops(depth, it.loops, modes)
+                self.body(d, it, par)
+            else:
+                self.equation(depth, it)
+
+    def equation(self, depth: int, eq: Equation):
+        ei = self.eq_infos[self.eq_pos]
+        self.eq_pos += 1
+        if ei.eq.lhs != eq.lhs:
+            raise LoweringError("internal: equation order differs from the program analysis", eq.lhs)
+        name = eq.lhs.name
+        n = self.block_names.get(name, 0)
+        self.block_names[name] = n + 1
+        self.emit(depth, f'with T.sblock("{name}{"" if n == 0 else f"_{n}"}"):')
+        depth += 1
+        red = set(ei.reduction_axes)
+        vars_ = [l.var for l in ei.loops]
+        kinds = "".join("R" if v in red else "S" for v in vars_)
+        self.emit(depth, f"{', '.join(block_var(v) for v in vars_)} = T.axis.remap(\"{kinds}\", "
+                         f"[{', '.join(py_name(v) for v in vars_)}])")
+        out = tvm_dtype(self.info.buffers[name].dtype)
+        ex = _ExprLowerer(self.info.buffers, out, self.elided)
+        lhs = ex.load(eq.lhs)
+        init = ei.eq.init
+        if init is not None:
+            self.emit(depth, "with T.init():")
+            self.emit(depth + 1, f"{lhs} = {init_value(init, out)}")
+        self.emit(depth, f"{lhs} = {bare(ex.value(eq.rhs, out))}")
+
+
+# --------------------------------------------------------------------------- API
+
+
+def lower_to_tvmscript(program, target: str = "llvm", vectorize: bool = True) -> str:
+    """Deterministic TVMScript text of ``program`` for ``target`` ("llvm" or "cuda")."""
+    return _Lowerer(program, target, vectorize).run()
+
+
+def from_tvmscript(text: str):
+    """Parse generated TVMScript into a PrimFunc (``LoweringError`` if TVM rejects it)."""
+    import tvm
+    try:
+        return tvm.script.from_source(text)
+    except Exception as e:  # TVM raises DiagnosticError, TVMError, ... with long traces
+        raise LoweringError(f"TVM rejected the generated TIR: {first_line(e)}", stage="build") from None
+
+
+def lower(program, target: str = "llvm", vectorize: bool = True):
+    """``program`` as a TVM PrimFunc (via ``tvm.script.from_source``)."""
+    return from_tvmscript(lower_to_tvmscript(program, target, vectorize))
+
+
+def first_line(e: BaseException) -> str:
+    """The informative part of a TVM exception message (no C++ backtrace)."""
+    text = str(e).strip()
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    for l in lines:
+        if "Error" in l and ":" in l and not l.startswith(("File", "Traceback", "-->", "|")):
+            return l[:400]
+    return (lines[-1] if lines else type(e).__name__)[:400]
+
+
+def cuda_target(arch: str = "sm_90"):
+    import tvm
+    return tvm.target.Target({"kind": "cuda", "arch": arch}, host="llvm")
+
+
+def cuda_source(program, arch: str = "sm_90") -> str:
+    """CUDA C source of ``program`` (no GPU or nvcc needed)."""
+    import tvm
+    f = lower(program, "cuda")
+    try:
+        mod = tvm.tirx.build(f, target=cuda_target(arch))
+    except Exception as e:
+        raise LoweringError(f"TVM could not build the CUDA kernel: {first_line(e)}", stage="build") from None
+    return mod.imports[0].inspect_source()
+
+
+def cuda_ptx(source: str, arch: str = "sm_90") -> str:
+    """Compile CUDA source to PTX with nvcc (needs ``nvcc`` on PATH)."""
+    import shutil
+
+    import tvm.support.nvcc as nvcc
+    if shutil.which("nvcc") is None:
+        raise LoweringError("nvcc is not on PATH: cannot compile to PTX", stage="build")
+    with cuda_target(arch):
+        try:
+            ptx = nvcc.compile_cuda(source, target_format="ptx", arch=arch, compiler="nvcc")
+        except Exception as e:
+            raise LoweringError(f"nvcc failed: {first_line(e)}", stage="build") from None
+    return ptx.decode() if isinstance(ptx, (bytes, bytearray)) else str(ptx)
+
+
+def main(argv=None) -> int:
+    from engine.cli import report, run_cli
+    from engine.files import load_program
+
+    def _main(argv):
+        ap = argparse.ArgumentParser(prog="python -m lowering.tir",
+                                     description="Print the TVMScript (or CUDA source / PTX) of a LEIR program.")
+        ap.add_argument("prog", help=".leir, .json or .jsonl file (first program unless --name)")
+        ap.add_argument("--name", help="program name inside a multi-program file")
+        ap.add_argument("--target", choices=TARGETS, default="llvm")
+        ap.add_argument("--arch", default="sm_90", help="CUDA architecture (default sm_90)")
+        ap.add_argument("--cuda-source", action="store_true", help="print the generated CUDA C source")
+        ap.add_argument("--ptx", action="store_true", help="print PTX compiled by nvcc")
+        a = ap.parse_args(argv)
+        prog = load_program(a.prog, a.name)
+        try:
+            if a.cuda_source or a.ptx:
+                src = cuda_source(prog, a.arch)
+                print(cuda_ptx(src, a.arch) if a.ptx else src, end="")
+            else:
+                print(lower_to_tvmscript(prog, a.target), end="")
+        except LoweringError as e:
+            e.file = e.file or a.prog
+            report(e)
+            return 1
+        return 0
+
+    return run_cli(_main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
