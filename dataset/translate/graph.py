@@ -116,8 +116,13 @@ def user_frame(node) -> Optional[tuple[str, int, int]]:
         f = m["file"]
         if "/torch/" in f or "/site-packages/" in f or f.startswith("<"):
             continue
-        code = m["code"]
-        best = (f, int(m["line"]), len(code) - len(code.lstrip()) + 1)
+        best = (f, int(m["line"]), 1)
+    if best is not None:
+        try:
+            text = Path(best[0]).read_text().splitlines()[best[1] - 1]
+            best = (best[0], best[1], len(text) - len(text.lstrip()) + 1)
+        except (OSError, IndexError):
+            pass
     return best
 
 
