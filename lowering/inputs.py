@@ -11,8 +11,8 @@ Distributions (documented because every verification result depends on them):
   on [0, n) where n is the smallest size of any dimension they index directly;
 * other integers: uniform on [1, 8] (small, and never a zero divisor).
 
-Tensor k (inputs in declared order) uses ``numpy.random.default_rng([seed, k])``, so the
-inputs depend only on the seed and the declarations. f16/bf16 values are drawn as float32
+Tensor k (inputs in declared order) of trial t uses ``numpy.random.default_rng([seed, t, k])``,
+so the inputs depend only on the seed, the trial number and the declarations. f16/bf16 values are drawn as float32
 and rounded.
 """
 from __future__ import annotations
@@ -69,13 +69,13 @@ def _index_bounds(program) -> dict[str, int]:
     return bound
 
 
-def random_inputs(program, seed: int = 0) -> dict[str, np.ndarray]:
+def random_inputs(program, seed: int = 0, trial: int = 0) -> dict[str, np.ndarray]:
     """One array per input of ``program``, by name, drawn as the module docstring says."""
     positive = _positive_inputs(program)
     index_bound = _index_bounds(program)
     out: dict[str, np.ndarray] = {}
     for k, d in enumerate(program.inputs):
-        rng = np.random.default_rng([seed, k])
+        rng = np.random.default_rng([seed, trial, k])
         shape = tuple(d.shape)
         name = DTYPES[d.dtype]
         if name in ("float16", "bfloat16", "float32", "float64"):

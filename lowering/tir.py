@@ -31,18 +31,20 @@ Loop kinds
 
 Shared and local intermediates (lowering.md 9.6: never at function level, where TVM 0.27
 turns them into extra kernel pointer parameters)
-  A shared/local buffer used by one top-level statement is allocated in a wrapper
-  ``T.sblock("kernel_<i>")`` placed inside that statement's leading bound loops: all of
-  the leading ``B`` loops for ``local``, the leading ``b*`` (block index) loops for
-  ``shared``. Each such loop variable must index the buffer by itself in one fixed
-  dimension in every access; that dimension is then dropped from the allocation (each
-  thread/block holds only its own slice), so the per-instance copies are exactly the
-  slices of the logical buffer and the placement is sound. On ``cuda`` a statement with no
-  suitable leading loop gets the one-block launch above, and anything unsound (a buffer
-  shared by several statements, an access not private to its thread or block, a local
-  buffer read under a bound loop outside the placement) is a ``LoweringError``. On
-  ``llvm`` the same placement is used when it is sound and the buffer otherwise falls back
-  to a function-level global allocation (one memory space on a CPU; the result is exact).
+  A shared/local buffer must be used inside one top-level statement. It is allocated in a
+  wrapper ``T.sblock("alloc_<path>")`` inside the deepest nest that contains all its
+  accesses, right after that nest's last bound loop (last ``b*`` block-index loop for
+  ``shared``). Every loop enclosing the allocation must index the buffer by its variable
+  alone in one fixed dimension in every access; that dimension is dropped from the
+  allocation, so each per-iteration (per-thread, per-block) copy is exactly one slice of
+  the logical buffer and no value crosses copies: the placement is sound under LEIR's
+  sequential semantics. (On ``cuda`` thread loops enclosing a *shared* allocation are
+  exempt and keep their dimension: the threads of a block share one copy.) On ``cuda`` a
+  statement with no bound loop gets the one-block launch so the buffer is inside a kernel,
+  and anything that cannot be placed soundly (a buffer used by several statements, an
+  access not private to its copy, a local buffer also accessed under a deeper bound loop)
+  is a ``LoweringError``. On ``llvm`` such buffers fall back to a function-level global
+  allocation (a CPU has one memory space; the result stays exact).
 """
 from __future__ import annotations
 
@@ -135,60 +137,77 @@ def _binding_tag(var: str) -> str:
 
 
 @dataclass
-class _Placement:
-    """Where the shared/local buffers of one top-level statement live."""
+class _Site:
+    """Where shared/local buffers are allocated: inside nest ``path``, after its first ``k`` loops."""
 
-    prefix: int = 0                  # number of leading loops of the nest outside the wrapper
-    launch: bool = False             # wrap the statement in the one-block cuda launch
+    k: int = 0
     buffers: list = field(default_factory=list)  # (name, shape, scope)
 
 
+def _nest_at(prog, path: tuple[int, ...]) -> tuple[Nest, list]:
+    """The nest at ``path`` and the nests enclosing it (outermost first)."""
+    node = prog.body[path[0]]
+    outer = []
+    for i in path[1:]:
+        outer.append(node)
+        node = node.body[i]
+    return node, outer
+
+
+def _common_prefix(paths):
+    first = paths[0]
+    n = len(first)
+    for p in paths[1:]:
+        n = min(n, len(p))
+        for j in range(n):
+            if p[j] != first[j]:
+                n = j
+                break
+    return first[:n]
+
+
 def _place_scoped(prog, target: str):
-    """Decide allocation sites: ({stmt: _Placement}, function-level buffers, {name: elided dims})."""
+    """Allocation sites: ({nest path: _Site}, {top stmt needing a launch}, function-level
+    buffers, {name: elided dims}, {name: allocated shape})."""
     info = prog.info
-    uses: dict[str, list[int]] = {}
-    for i, nest in enumerate(prog.body):
-        for r, _ in _accesses([nest]):
-            lst = uses.setdefault(r.name, [])
-            if i not in lst:
-                lst.append(i)
+    eq_paths: dict[str, list[tuple[int, ...]]] = {}
+    for ei in info.equations:
+        eq = ei.eq
+        names = [eq.lhs.name] + [r.name for r, _ in _accesses([eq]) if r is not eq.lhs]
+        for name in dict.fromkeys(names):
+            eq_paths.setdefault(name, []).append(ei.path[:-1])
+    sites: dict[tuple[int, ...], _Site] = {}
+    launches: set[int] = set()
     func_level: list = []
-    placements: dict[int, _Placement] = {}
     elided: dict[str, tuple[int, ...]] = {}
+    shapes: dict[str, tuple[int, ...]] = {}
     for b in info.buffers.values():
+        shapes[b.name] = b.shape
         if b.role != "intermediate":
             continue
         if b.scope == "g":
             func_level.append((b.name, b.shape, "global"))
             continue
-        where = uses.get(b.name, [])
         scope = "shared" if b.scope == "s" else "local"
         try:
-            if len(where) != 1:
-                raise LoweringError(
-                    f"{scope} buffer '{b.name}' is used by top-level statements "
-                    f"{', '.join(str(i + 1) for i in where)}; its contents do not survive a kernel "
-                    "boundary (make it global or keep it inside one statement)",
-                    _first_ref(prog, b.name))
-            i = where[0]
-            nest = prog.body[i]
-            pl = placements.setdefault(i, _Placement())
-            prefix, launch, dims = _placement_for(nest, b, scope, target)
-            if pl.buffers and (prefix, launch) != (pl.prefix, pl.launch):
-                raise LoweringError(
-                    f"{scope} buffer '{b.name}' needs a different allocation site than "
-                    f"'{pl.buffers[0][0]}' in the same statement", _first_ref(prog, b.name))
-            pl.prefix, pl.launch = prefix, launch
-            keep = tuple(n for d, n in enumerate(b.shape) if d not in dims)
-            pl.buffers.append((b.name, keep, scope))
-            if dims:
-                elided[b.name] = dims
+            path, k, dims, launch = _site_for(prog, b, scope, target, eq_paths.get(b.name, []))
         except LoweringError:
             if target == "cuda":
                 raise
             func_level.append((b.name, b.shape, "global"))
-    placements = {i: pl for i, pl in placements.items() if pl.buffers}
-    return placements, func_level, elided
+            continue
+        site = sites.setdefault(path, _Site(k))
+        if site.k != k:  # pragma: no cover - k depends only on the nest and the scope
+            raise LoweringError(f"{scope} buffer '{b.name}' needs a second allocation site in one nest",
+                                _first_ref(prog, b.name))
+        keep = tuple(n for d, n in enumerate(b.shape) if d not in dims)
+        site.buffers.append((b.name, keep, scope))
+        shapes[b.name] = keep
+        if dims:
+            elided[b.name] = dims
+        if launch:
+            launches.add(path[0])
+    return sites, launches, func_level, elided, shapes
 
 
 def _first_ref(prog, name: str):
@@ -198,49 +217,58 @@ def _first_ref(prog, name: str):
     return None
 
 
-def _placement_for(nest: Nest, buf, scope: str, target: str):
+def _site_for(prog, buf, scope: str, target: str, paths):
+    """(nest path, k, elided dims, needs a one-block launch) for one shared/local buffer."""
+    where = _first_ref(prog, buf.name)
+    tops = list(dict.fromkeys(p[0] for p in paths))
+    if len(tops) != 1:
+        raise LoweringError(
+            f"{scope} buffer '{buf.name}' is used by top-level statements "
+            f"{', '.join(str(i + 1) for i in tops)}; its contents do not survive a kernel boundary "
+            "(make it global or keep it inside one statement)", where)
+    path = _common_prefix(paths)
+    nest, outer = _nest_at(prog, path)
+
+    def qualifies(l):
+        return l.kind == "B" and (scope == "local" or l.var.startswith("b"))
+    k = 0
+    for j, l in enumerate(nest.loops):
+        if qualifies(l):
+            k = j + 1
+    enclosing = [l for n in outer for l in n.loops] + list(nest.loops[:k])
     refs = [r for r, _ in _accesses([nest]) if r.name == buf.name]
-    lead = 0
-    while lead < len(nest.loops) and nest.loops[lead].kind == "B":
-        lead += 1
-    if scope == "shared":
-        n = 0
-        while n < lead and nest.loops[n].var.startswith("b"):
-            n += 1
-        lead = n
     dims: list[int] = []
-    for l in nest.loops[:lead]:
+    for l in enclosing:
+        if target == "cuda" and scope == "shared" and l.kind == "B" and l.var.startswith("t"):
+            continue  # threads of one block share the buffer: keep the dimension
         d = _private_dim(l.var, refs, set(dims))
         if d is None:
             raise LoweringError(
-                f"{scope} buffer '{buf.name}' is not private to one iteration of bound loop '{l.var}' "
-                f"(some access does not index it by '{l.var}' alone in one fixed dimension)", refs[0])
+                f"{scope} buffer '{buf.name}' cannot be allocated inside loop '{l.var}': some access "
+                f"does not index it by '{l.var}' alone in one fixed dimension, so values would "
+                "cross iterations", refs[0])
         dims.append(d)
     launch = False
     if target == "cuda":
-        bound_inside = _bound_loops_over(nest, buf.name, lead)
-        if lead == 0:
-            needs = ("b" if scope == "shared" else "")
-            clash = [v for v in bound_inside if v.startswith(needs)] if needs else bound_inside
-            if clash:
-                raise LoweringError(
-                    f"{scope} buffer '{buf.name}' is accessed under bound loop '{clash[0]}', which is not "
-                    f"among the statement's leading {'block-index ' if scope == 'shared' else ''}bound "
-                    "loops, so it cannot be allocated inside the kernel", refs[0])
-            if _has_tag(nest, "bx"):
-                raise LoweringError(
-                    f"{scope} buffer '{buf.name}' needs a one-block launch but the statement already "
-                    "binds blockIdx.x below its first loop", refs[0])
-            launch = True
-        elif scope == "local" and bound_inside:
+        below = _bound_loops_over(nest, buf.name, k)
+        bad = [v for v in below if scope == "local" or v.startswith("b")]
+        if bad:
             raise LoweringError(
-                f"local buffer '{buf.name}' is accessed under bound loop '{bound_inside[0]}', which is "
-                "not among the statement's leading bound loops (each thread would see its own copy)", refs[0])
-    return lead, launch, tuple(sorted(dims))
+                f"{scope} buffer '{buf.name}' is accessed under bound loop '{bad[0]}' below its "
+                "allocation site, so it cannot be placed inside the kernel", refs[0])
+        if not any(l.kind == "B" for l in enclosing):
+            top = prog.body[path[0]]
+            if _has_bound(top):
+                raise LoweringError(
+                    f"{scope} buffer '{buf.name}' would be allocated outside the statement's bound "
+                    "loops (it would become global memory)", refs[0])
+            launch = True
+    return path, k, tuple(sorted(dims)), launch
 
 
-def _bound_loops_over(nest: Nest, name: str, lead: int) -> list[str]:
-    """Bound loops below the first ``lead`` loops of ``nest`` that enclose an access of ``name``."""
+def _bound_loops_over(nest: Nest, name: str, k: int) -> list[str]:
+    """Bound loops of ``nest`` after its first ``k`` loops, or in its sub-nests, that enclose an
+    access of ``name``."""
     out: list[str] = []
 
     def visit(n: Nest, loops):
@@ -250,15 +278,8 @@ def _bound_loops_over(nest: Nest, name: str, lead: int) -> list[str]:
             elif any(r.name == name for r, _ in _accesses([it])):
                 out.extend(v for v in loops if v not in out)
 
-    visit(nest, [l.var for l in nest.loops[lead:] if l.kind == "B"])
+    visit(nest, [l.var for l in nest.loops[k:] if l.kind == "B"])
     return out
-
-
-def _has_tag(nest: Nest, prefix: str) -> bool:
-    for l in nest.loops:
-        if l.kind == "B" and l.var.startswith(prefix):
-            return True
-    return any(isinstance(it, Nest) and _has_tag(it, prefix) for it in nest.body)
 
 
 def _has_bound(nest: Nest) -> bool:
@@ -475,7 +496,7 @@ class _Lowerer:
         self.block_names: dict[str, int] = {}
         self.eq_infos = list(self.info.equations)
         self.eq_pos = 0
-        self.placements, self.func_level, self.elided = _place_scoped(prog, target)
+        self.sites, self.launches, self.func_level, self.elided, self.shapes = _place_scoped(prog, target)
 
     def emit(self, depth: int, text: str):
         self.lines.append(INDENT * depth + text)
@@ -557,26 +578,32 @@ class _Lowerer:
     # -- statements --------------------------------------------------------------------------
     def statement(self, i: int, nest: Nest):
         depth = 1
-        pl = self.placements.get(i)
-        launch = (pl is not None and pl.launch) or (self.target == "cuda" and not _has_bound(nest))
-        if launch:
+        if i in self.launches or (self.target == "cuda" and not _has_bound(nest)):
             self.emit(depth, f'for {LAUNCH_VAR} in T.thread_binding(1, thread="blockIdx.x"):')
             depth += 1
-        modes, par = self._modes(nest, False)
-        if pl is None:
+        self.nest(depth, nest, (i,), False)
+
+    def nest(self, depth: int, nest: Nest, path: tuple[int, ...], parallel_above: bool):
+        modes, par = self._modes(nest, parallel_above)
+        site = self.sites.get(path)
+        if site is None:
             depth = self.loops(depth, nest.loops, modes)
         else:
-            depth = self.loops(depth, nest.loops[:pl.prefix], modes[:pl.prefix])
-            self.emit(depth, f'with T.sblock("kernel_{i}"):')
+            depth = self.loops(depth, nest.loops[:site.k], modes[:site.k])
+            self.emit(depth, f'with T.sblock("alloc_{"_".join(str(j) for j in path)}"):')
             depth += 1
-            local = {name for name, _, _ in pl.buffers}
-            reads, writes = self._regions(nest, local)
+            inner = {name for p, s in self.sites.items() if p[:len(path)] == path for name, _, _ in s.buffers}
+            reads, writes = self._regions(nest, inner)
             self.emit(depth, f"T.reads({', '.join(reads)})")
             self.emit(depth, f"T.writes({', '.join(writes)})")
-            for name, shape, scope in pl.buffers:
+            for name, shape, scope in site.buffers:
                 self.emit(depth, self._alloc(name, shape, scope))
-            depth = self.loops(depth, nest.loops[pl.prefix:], modes[pl.prefix:])
-        self.body(depth, nest, par)
+            depth = self.loops(depth, nest.loops[site.k:], modes[site.k:])
+        for j, it in enumerate(nest.body):
+            if isinstance(it, Nest):
+                self.nest(depth, it, path + (j,), par)
+            else:
+                self.equation(depth, it)
 
     def _regions(self, nest: Nest, exclude: set[str]):
         reads, writes = {}, {}
@@ -584,21 +611,13 @@ class _Lowerer:
             if r.name in exclude:
                 continue
             (writes if w else reads).setdefault(r.name, None)
+
         def region(name):
-            shape = self.info.buffers[name].shape
+            shape = self.shapes[name]
             if not shape:
                 return f"{py_name(name)}[()]"
             return f"{py_name(name)}[{', '.join(f'0:{n}' for n in shape)}]"
         return [region(n) for n in reads], [region(n) for n in writes]
-
-    def body(self, depth: int, nest: Nest, parallel_above: bool):
-        for it in nest.body:
-            if isinstance(it, Nest):
-                modes, par = self._modes(it, parallel_above)
-                d = self.loops(depth, it.loops, modes)
-                self.body(d, it, par)
-            else:
-                self.equation(depth, it)
 
     def equation(self, depth: int, eq: Equation):
         ei = self.eq_infos[self.eq_pos]
