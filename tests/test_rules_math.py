@@ -1,0 +1,245 @@
+"""rules/math.egg: sympy proofs of every rule, before/expected, guards, inverses, numerics."""
+from __future__ import annotations
+
+import re
+
+import pytest
+import sympy
+
+from engine.ast import TensorDecl
+from engine.enumerate import Engine
+from engine.parser import parse_body
+from engine.program import make_program
+from engine.rulebook import RULES_DIR, keyword, read_sexps
+
+ALGEBRAIC = ("factorization", "expand_factorization", "cancellation", "expand_cancellation", "apart",
+             "together", "powsimp", "expand_powsimp", "logsimp", "expand_log", "collect", "expand_collect")
+SPLITS = ("exponential_split", "multiplicative_split", "additive_split")
+INVERSES = [("factorization", "expand_factorization"), ("cancellation", "expand_cancellation"),
+            ("apart", "together"), ("powsimp", "expand_powsimp"), ("logsimp", "expand_log"),
+            ("collect", "expand_collect")]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine()
+
+
+def prog(body: str, inputs: dict, outputs: dict):
+    decl = lambda d: tuple(TensorDecl(n, "f32", tuple(s)) for n, s in d.items())
+    return make_program("t", decl(inputs), decl(outputs), parse_body(body))
+
+
+def neighbours(engine, p, strategy):
+    res = engine.enumerate(p, [strategy])
+    assert not res.invalid, [i.error for i in res.invalid]
+    return res.neighbours
+
+
+# ------------------------------------------------------------------ sympy proofs
+
+
+def math_rules():
+    """(rule name, pattern s-exp, replacement s-exp, lets, positive vars) of every math.egg rule."""
+    text = (RULES_DIR / "math.egg").read_text()
+    out = []
+    for form in read_sexps(text):
+        if form.head != "rule":
+            continue
+        name = keyword(form, ":name").value.strip('"')
+        query, actions = form.value[1].value, form.value[2].value
+        pattern, positive = None, set()
+        for atom in query:
+            v = atom.value
+            if atom.is_list and v[0].value == "=" and not v[1].is_list and v[1].value == "e":
+                pattern = v[2]
+            if atom.is_list and v[0].value == "Positive":
+                positive.add(v[1].value)
+        lets, repl = {}, None
+        for act in actions:
+            v = act.value
+            if v[0].value == "let":
+                lets[v[1].value] = v[2]
+            elif v[0].value == "Step":
+                eqn = v[2].value
+                repv = eqn[2].value
+                assert repv[0].value == "RepV" and repv[2].value == "e", name
+                repl = repv[3]
+        out.append((name, pattern, repl, lets, positive))
+    return out
+
+
+class Translate:
+    """egglog term (SExp) -> sympy; opaque terms (pivots, tensor refs) become symbols by text."""
+
+    def __init__(self, lets, positive):
+        self.lets, self.positive, self.opaque = lets, positive, {}
+
+    def text(self, s):
+        return s.value if not s.is_list else "(" + " ".join(self.text(x) for x in s.value) + ")"
+
+    def __call__(self, s):
+        if not s.is_list:
+            if s.value in self.lets:
+                return self(self.lets[s.value])
+            return sympy.Symbol(s.value, positive=True) if s.value in self.positive else \
+                sympy.Symbol(s.value, real=True, nonzero=True)
+        head = s.value[0].value
+        args = s.value[1:]
+        if head == "Num":
+            return sympy.sympify(args[0].value.strip('"'))
+        if head == "Bin":
+            op = args[0].value.strip('"')
+            a, b = self(args[1]), self(args[2])
+            return {"+": a + b, "-": a - b, "*": a * b, "/": a / b, "**": a ** b}[op]
+        if head == "Un":
+            return -self(args[1])
+        if head == "Call" and args[0].value.strip('"') in ("exp", "log"):
+            f = {"exp": sympy.exp, "log": sympy.log}[args[0].value.strip('"')]
+            return f(self(args[1].value[1]))
+        key = self.text(s)
+        return self.opaque.setdefault(key, sympy.Symbol(f"T{len(self.opaque)}", real=True, nonzero=True))
+
+
+def test_every_rule_has_the_provable_shape():
+    rules = math_rules()
+    assert len(rules) >= 40
+    for name, pattern, repl, _, _ in rules:
+        assert pattern is not None and repl is not None, f"{name}: not (= e PATTERN) ... (RepV r e NEW)"
+        assert name.split("/")[0] in ALGEBRAIC + SPLITS, name
+    covered = {n.split("/")[0] for n, *_ in rules}
+    assert covered == set(ALGEBRAIC + SPLITS)
+
+
+@pytest.mark.parametrize("rule", [r[0] for r in math_rules()])
+def test_rule_is_an_identity(rule):
+    name, pattern, repl, lets, positive = next(r for r in math_rules() if r[0] == rule)
+    tr = Translate(lets, positive)
+    lhs, rhs = tr(pattern), tr(repl)
+    assert sympy.simplify(sympy.expand_log(lhs - rhs, force=False)) == 0, (rule, lhs, rhs)
+    assert tr.text(pattern) != tr.text(repl)  # a structural rewrite, not a no-op
+
+
+def test_log_rules_need_positivity():
+    """Without the positivity guard the log rules are not identities (the reference's defect)."""
+    a, b = sympy.symbols("a b", real=True, nonzero=True)
+    assert sympy.simplify(sympy.log(a) + sympy.log(b) - sympy.log(a * b)) != 0
+
+
+# ------------------------------------------------------------------ before / expected
+
+R = "B^{4}_{tx=0}L^{8}_{a=0}"
+A, C, D = "A^{f32,g}_{tx,a}", "C^{f32,g}_{tx,a}", "D^{f32,g}_{tx,a}"
+IO = ({"A": [4, 8], "C": [4, 8], "D": [4, 8]}, {"F": [4, 8]})
+CASES = [
+    ("factorization", f"{A}/2+{D}/2", f"({A}+{D})/2"),
+    ("factorization", f"{A}**2-{D}**2", f"({A}+{D})*({A}-{D})"),
+    ("expand_factorization", f"({A}+{D})/2", f"{A}/2+{D}/2"),
+    ("expand_factorization", f"({A}-{C})**2", f"{A}**2-2*{A}*{C}+{C}**2"),
+    ("cancellation", f"(exp({A})-exp(-{A}))/(exp({A})+exp(-{A}))", f"(exp(2*{A})-1)/(exp(2*{A})+1)"),
+    ("cancellation", f"1/(1+exp(-{A}))", f"exp({A})/(exp({A})+1)"),
+    ("expand_cancellation", f"exp({A})/(exp({A})+1)", f"1/(1+exp(-{A}))"),
+    ("together", f"{A}/{C}+{D}", f"({A}+{D}*{C})/{C}"),
+    ("apart", f"({A}+{D}*{C})/{C}", f"{A}/{C}+{D}"),
+    ("powsimp", f"exp({A})*exp(-{D})", f"exp({A}-{D})"),
+    ("expand_powsimp", f"exp({A}-{D})", f"exp({A})*exp(-{D})"),
+    ("logsimp", f"log(exp({A}))+log(exp({D}))", f"log(exp({A})*exp({D}))"),
+    ("expand_log", f"log(exp({A})*2)", f"log(exp({A}))+log(2)"),
+    ("collect", f"{A}*{C}+{D}*{C}", f"({A}+{D})*{C}"),
+    ("expand_collect", f"({A}+{D})*{C}", f"{A}*{C}+{D}*{C}"),
+    ("exponential_split", f"exp({A})",
+     "exp(A^{f32,g}_{tx,a}-if_then_else(a-1<0,0,A^{f32,g}_{tx,a-1}))*exp(if_then_else(a-1<0,0,A^{f32,g}_{tx,a-1}))"),
+    ("additive_split", f"{A}*2",
+     "(A^{f32,g}_{tx,a}+if_then_else(a-1<0,0,A^{f32,g}_{tx,a-1})-if_then_else(a-1<0,0,A^{f32,g}_{tx,a-1}))*2"),
+    ("multiplicative_split", f"{A}+1",
+     "A^{f32,g}_{tx,a}/if_then_else(a-1<0,1,if_then_else(A^{f32,g}_{tx,a-1}==0,1,A^{f32,g}_{tx,a-1}))"
+     "*if_then_else(a-1<0,1,if_then_else(A^{f32,g}_{tx,a-1}==0,1,A^{f32,g}_{tx,a-1}))+1"),
+]
+
+
+def eq(rhs):
+    return f"{R}[F^{{f32,g}}_{{tx,a}}={rhs};];"
+
+
+@pytest.mark.parametrize("strategy,before,after", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_before_expected(engine, strategy, before, after):
+    p = prog(eq(before), *IO)
+    got = [n.leir for n in neighbours(engine, p, strategy)]
+    expected = prog(eq(after), *IO).to_leir()
+    assert expected in got, got
+
+
+NEGATIVE = [
+    ("logsimp", f"log({A})+log({D})"),             # arguments not provably positive
+    ("expand_log", f"log({A}*{D})"),
+    ("powsimp", f"{A}**{C}*{A}**{D}"),               # base not provably positive
+    ("factorization", f"{A}/{C}+{D}/2"),             # no common divisor
+    ("collect", f"{A}*{C}+{D}*{A}"),                 # no common trailing factor
+    ("cancellation", f"1/(1+exp({A}))"),             # nothing offsets
+]
+
+
+@pytest.mark.parametrize("strategy,before", NEGATIVE, ids=[c[0] for c in NEGATIVE])
+def test_guard_rejects(engine, strategy, before):
+    assert neighbours(engine, prog(eq(before), *IO), strategy) == []
+
+
+def test_no_rewrite_inside_indices_or_accumulators(engine):
+    # u*3+u*2 in an index is integer arithmetic; the accumulator of a reduction is kept intact
+    p = prog("B^{4}_{tx=0}L^{2}_{a=0}[F^{f32,g}_{tx}=F^{f32,g}_{tx}+A^{f32,g}_{tx,a*3+a*2}/2;];",
+             {"A": [4, 8]}, {"F": [4]})
+    for s in ("factorization", "together", "multiplicative_split", "additive_split"):
+        for n in neighbours(engine, p, s):
+            assert "a*3+a*2" in n.leir and n.leir.count("F^{f32,g}_{tx}") == 2
+
+
+# ------------------------------------------------------------------ inverses
+
+
+@pytest.mark.parametrize("fwd,inv", INVERSES + [(b, a) for a, b in INVERSES])
+def test_inverse_restores_the_original(engine, fwd, inv):
+    starts = [prog(eq(b), *IO) for s, b, _ in CASES if s == fwd]
+    assert starts, fwd
+    for p in starts:
+        outs = neighbours(engine, p, fwd)
+        assert outs
+        for n in outs:
+            back = [m.leir for m in neighbours(engine, n.program, inv)]
+            assert back, (fwd, n.leir)
+            if fwd not in ("logsimp", "expand_log"):
+                assert p.to_leir() in back, (fwd, n.leir, back)
+
+
+# ------------------------------------------------------------------ numerics
+
+
+def _small_softmax():
+    return prog("B^{4}_{tx=0}L^{16}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+                "B^{4}_{tx=0}L^{16}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx});];"
+                "B^{4}_{tx=0}L^{16}_{a=0}[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/E^{f32,g}_{tx};];",
+                {"A": [4, 16]}, {"C": [4, 16]})
+
+
+def _sample(engine, slow: bool):
+    progs = [_small_softmax()] + [prog(eq(b), *IO) for _, b, _ in CASES]
+    pool = []
+    for p in progs:
+        for s in ALGEBRAIC + SPLITS:
+            pool += [(p, n) for n in neighbours(engine, p, s)]
+    return pool if slow else pool[::max(1, len(pool) // 40)]
+
+
+def _check(pairs):
+    from lowering.verify import verify
+    for p, n in pairs:
+        r = verify(p, n.program, trials=3)
+        assert r.equal, (n.provenances[0].rule, n.leir, r)
+
+
+def test_sample_verifies_equal(engine):
+    _check(_sample(engine, slow=False))
+
+
+@pytest.mark.slow
+def test_full_sample_verifies_equal(engine):
+    _check(_sample(engine, slow=True))
