@@ -325,37 +325,8 @@ def init_value(identity: str, dtype: str) -> str:
     return f'T.min_value("{dtype}")' if identity == "-inf" else f'T.max_value("{dtype}")'
 
 
-def _enclosed(text: str) -> bool:
-    """``text`` is one parenthesised group: ``(a + b)`` but not ``(a) + (b)``."""
-    if not (text.startswith("(") and text.endswith(")")):
-        return False
-    depth = 0
-    for k, ch in enumerate(text):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and k < len(text) - 1:
-            return False
-    return True
-
-
-def bare(text: str) -> str:
-    """``text`` without one redundant outer pair of parentheses."""
-    return text[1:-1] if _enclosed(text) else text
-
-
-def _is_load(text: str) -> bool:
-    head = text.split("[", 1)[0]
-    return text.endswith("]") and head.replace("_", "").isalnum() and _balanced_tail(text, len(head))
-
-
-def _balanced_tail(text: str, start: int) -> bool:
-    depth = 0
-    for k in range(start, len(text)):
-        depth += text[k] == "["
-        depth -= text[k] == "]"
-        if depth == 0 and k < len(text) - 1:
-            return False
-    return True
+# Python precedence levels of generated expressions (higher binds tighter).
+_OR, _AND, _CMP, _ADD, _MUL, _UNARY, _ATOM = 1, 2, 3, 4, 5, 6, 9
 
 
 class _ExprLowerer:
@@ -405,68 +376,73 @@ class _ExprLowerer:
     def cast(self, text: str, have: str, want: str) -> str:
         if have == want:
             return text
-        return f'T.Cast("{want}", {bare(text)})'
+        return f'T.Cast("{want}", {text})'
 
-    def value(self, e, want: str, ctx: str = "value") -> str:
-        """Text computing ``e`` as a value of concrete dtype ``want``."""
+    def value(self, e, want: str, ctx: str = "value", need: int = 0) -> str:
+        """Text computing ``e`` as a value of concrete dtype ``want``, parenthesised if it binds
+        looser than Python precedence level ``need``."""
         if isinstance(e, Num):
             return literal(e.text, want)
         t = concrete(self.ty(e, ctx), self.out, ctx != "value")
-        return self.cast(self._bare(e, t, ctx), t, want)
+        text, prec = self._bare(e, t, ctx)
+        if t != want:
+            return self.cast(text, t, want)
+        return f"({text})" if prec < need else text
 
-    def cond(self, e) -> str:
+    def cond(self, e, need: int = 0) -> str:
         t = concrete(self.ty(e, "cond"), self.out, True)
         if t == "bool":
-            return self.value(e, "bool", "cond")
-        return f"{self.value(e, t, 'cond')} != {literal('0', t)}"
+            return self.value(e, "bool", "cond", need)
+        text = f"{self.value(e, t, 'cond', _ADD)} != {literal('0', t)}"
+        return f"({text})" if _CMP < need else text
 
-    def _bare(self, e, t: str, ctx: str) -> str:
-        """Text of ``e`` computed in its own (concrete) type ``t``."""
-        if isinstance(e, Var):
-            return block_var(e.name)
+    def _bare(self, e, t: str, ctx: str) -> tuple[str, int]:
+        """Text of ``e`` computed in its own (concrete) type ``t``, with its precedence level."""
+        if isinstance(e, Var):  # block variables are int32
+            return self.cast(block_var(e.name), "int32", t), _ATOM
         if isinstance(e, Ref):
-            return self.load(e)
+            return self.load(e), _ATOM
         if isinstance(e, Unary):
-            return f"-{self._atom(self.value(e.operand, t, ctx))}"
+            return f"-{self.value(e.operand, t, ctx, _UNARY)}", _UNARY
         if isinstance(e, BinOp):
             if e.op in ("&", "|"):
-                word = "and" if e.op == "&" else "or"
-                return f"({self.cond(e.lhs)} {word} {self.cond(e.rhs)})"
+                word, p = ("and", _AND) if e.op == "&" else ("or", _OR)
+                return f"{self.cond(e.lhs, p + 1)} {word} {self.cond(e.rhs, p + 1)}", p
+            if e.op in ("+", "-", "*", "/"):
+                p = _ADD if e.op in ("+", "-") else _MUL
+                return f"{self.value(e.lhs, t, ctx, p)} {e.op} {self.value(e.rhs, t, ctx, p + 1)}", p
             a, b = self.value(e.lhs, t, ctx), self.value(e.rhs, t, ctx)
-            if e.op in ("+", "-", "*"):
-                return f"({a} {e.op} {b})"
-            if e.op == "/":
-                return f"({a} / {b})"
             if e.op == "**":
-                return f"T.pow({bare(a)}, {bare(b)})"
+                return f"T.pow({a}, {b})", _ATOM
             if e.op == "//":
-                return f"T.floordiv({a}, {b})" if not is_float(t) else f"T.floor({a} / {b})"
+                if not is_float(t):
+                    return f"T.floordiv({a}, {b})", _ATOM
+                return f"T.floor({self.value(e.lhs, t, ctx, _MUL)} / {self.value(e.rhs, t, ctx, _MUL + 1)})", _ATOM
             if e.op == "%":
-                return f"T.floormod({a}, {b})" if not is_float(t) else f"({a} - T.floor({a} / {b}) * {b})"
+                if not is_float(t):
+                    return f"T.floormod({a}, {b})", _ATOM
+                la, lb = self.value(e.lhs, t, ctx, _ADD), self.value(e.rhs, t, ctx, _MUL + 1)
+                fl = f"T.floor({self.value(e.lhs, t, ctx, _MUL)} / {lb})"
+                return f"{la} - {fl} * {lb}", _ADD
         if isinstance(e, Compare):
             common = self.ty(e.operands[0], "cond")
             for o in e.operands[1:]:
                 common = promote(common, self.ty(o, "cond"))
             common = concrete(common, self.out, True)
-            ops = [self.value(o, common, "cond") for o in e.operands]
+            ops = [self.value(o, common, "cond", _ADD) for o in e.operands]
             parts = [f"{ops[k]} {op} {ops[k + 1]}" for k, op in enumerate(e.ops)]
-            return parts[0] if len(parts) == 1 else "(" + " and ".join(parts) + ")"
+            return (parts[0], _CMP) if len(parts) == 1 else (" and ".join(parts), _AND)
         if isinstance(e, Call):
             f = e.func
             if f in ("exp", "log", "sqrt", "erf", "abs"):
-                return f"T.{f}({bare(self.value(e.args[0], t, ctx))})"
+                return f"T.{f}({self.value(e.args[0], t, ctx)})", _ATOM
             if f in ("max", "min"):
-                a, b = (bare(self.value(x, t, ctx)) for x in e.args)
-                return f"T.{f}({a}, {b})"
+                a, b = (self.value(x, t, ctx) for x in e.args)
+                return f"T.{f}({a}, {b})", _ATOM
             if f == "if_then_else":
-                c, a, b = bare(self.cond(e.args[0])), bare(self.value(e.args[1], t, ctx)), \
-                    bare(self.value(e.args[2], t, ctx))
-                return f"T.if_then_else({c}, {a}, {b})"
+                c, a, b = self.cond(e.args[0]), self.value(e.args[1], t, ctx), self.value(e.args[2], t, ctx)
+                return f"T.if_then_else({c}, {a}, {b})", _ATOM
         raise LoweringError(f"cannot lower '{type(e).__name__}' here", e)
-
-    @staticmethod
-    def _atom(text: str) -> str:
-        return text if _enclosed(text) or text.startswith("T.") or _is_load(text) else f"({text})"
 
     def load(self, r: Ref) -> str:
         drop = self.elided.get(r.name, ())
@@ -477,7 +453,7 @@ class _ExprLowerer:
             t = self.ty(i, "index")
             if is_float(t):
                 raise LoweringError(f"index '{i}' of '{r.name}' is not an integer", r)
-            idx.append(bare(self.value(i, concrete(t, "int32", True), "index")))
+            idx.append(self.value(i, concrete(t, "int32", True), "index"))
         return f"{py_name(r.name)}[{', '.join(idx) if idx else '()'}]"
 
 
@@ -641,7 +617,7 @@ class _Lowerer:
         if init is not None:
             self.emit(depth, "with T.init():")
             self.emit(depth + 1, f"{lhs} = {init_value(init, out)}")
-        self.emit(depth, f"{lhs} = {bare(ex.value(eq.rhs, out))}")
+        self.emit(depth, f"{lhs} = {ex.value(eq.rhs, out)}")
 
 
 # --------------------------------------------------------------------------- API

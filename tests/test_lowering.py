@@ -1,0 +1,407 @@
+"""LEIR -> TVM TIR lowering: expected TIR text, execution against numpy, cuda source, corpus sweep."""
+import math
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+from engine.ast import equations
+from engine.files import program_from_json
+from lowering.errors import LoweringError
+from lowering.inputs import random_inputs
+from lowering.tir import cuda_ptx, cuda_source, lower, lower_to_tvmscript
+from conftest import corpus_records
+
+
+def P(leir, inputs, outputs, name="t"):
+    """A program from LEIR text and {name: (dtype, shape)} declarations."""
+    decl = lambda d: [{"name": n, "dtype": t, "shape": list(s)} for n, (t, s) in d.items()]  # noqa: E731
+    return program_from_json({"name": name, "inputs": decl(inputs), "outputs": decl(outputs), "leir": leir})
+
+
+F = "f32"
+MATMUL = P("B^{8}_{tx=0}L^{12}_{a=0}L^{16}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];",
+           {"A": (F, (8, 16)), "C": (F, (16, 12))}, {"D": (F, (8, 12))}, "matmul")
+SOFTMAX = P("B^{4}_{tx=0}L^{64}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+            "B^{4}_{tx=0}L^{64}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx});];"
+            "B^{4}_{tx=0}L^{64}_{a=0}[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/E^{f32,g}_{tx};];",
+            {"A": (F, (4, 64))}, {"C": (F, (4, 64))}, "softmax")
+PADCONV = P("B^{2}_{tx=0}L^{3}_{a=0}L^{12}_{c=0}[H^{f32,g}_{tx,a,c}=if_then_else(2<=c<10,A^{f32,g}_{tx,a,c-2},0);];"
+            "B^{2}_{tx=0}L^{4}_{a=0}L^{10}_{c=0}L^{3}_{d=0}L^{3}_{f=0}"
+            "[D^{f32,g}_{tx,a,c}=D^{f32,g}_{tx,a,c}+H^{f32,g}_{tx,d,c+f}*G^{f32,g}_{a,d,f};];",
+            {"A": (F, (2, 3, 8)), "G": (F, (4, 3, 3))}, {"D": (F, (2, 4, 10))}, "padconv")
+SCOPED = P("B^{4}_{bx=0}[B^{8}_{tx=0}[X^{f32,s}_{bx,tx}=A^{f32,g}_{bx,tx}*2;];"
+           "B^{8}_{tx=0}[Y^{f32,l}_{bx,tx}=exp(X^{f32,s}_{bx,7-tx});C^{f32,g}_{bx,tx}=Y^{f32,l}_{bx,tx}+1;];];",
+           {"A": (F, (4, 8))}, {"C": (F, (4, 8))}, "scoped")
+
+
+# --------------------------------------------------------------------------- expected TIR text
+
+MATMUL_TIR = '''@T.prim_func(s_tir=True)
+def main(A: T.Buffer((8, 16), "float32"), C: T.Buffer((16, 12), "float32"), D: T.Buffer((8, 12), "float32")):
+    T.func_attr({"tir.noalias": True})
+    for tx in T.parallel(8):
+        for a, c in T.grid(12, 16):
+            with T.sblock("D"):
+                v_tx, v_a, v_c = T.axis.remap("SSR", [tx, a, c])
+                with T.init():
+                    D[v_tx, v_a] = T.float32(0)
+                D[v_tx, v_a] = D[v_tx, v_a] + A[v_tx, v_c] * C[v_c, v_a]
+'''
+
+PADCONV_TIR = '''@T.prim_func(s_tir=True)
+def main(A: T.Buffer((2, 3, 8), "float32"), G: T.Buffer((4, 3, 3), "float32"), D: T.Buffer((2, 4, 10), "float32")):
+    T.func_attr({"tir.noalias": True})
+    H = T.alloc_buffer((2, 3, 12), "float32")
+    for tx in T.parallel(2):
+        for a, c in T.grid(3, 12):
+            with T.sblock("H"):
+                v_tx, v_a, v_c = T.axis.remap("SSS", [tx, a, c])
+                H[v_tx, v_a, v_c] = T.if_then_else(2 <= v_c and v_c < 10, A[v_tx, v_a, v_c - 2], T.float32(0))
+    for tx in T.parallel(2):
+        for a, c, d, f in T.grid(4, 10, 3, 3):
+            with T.sblock("D"):
+                v_tx, v_a, v_c, v_d, v_f = T.axis.remap("SSSRR", [tx, a, c, d, f])
+                with T.init():
+                    D[v_tx, v_a, v_c] = T.float32(0)
+                D[v_tx, v_a, v_c] = D[v_tx, v_a, v_c] + H[v_tx, v_d, v_c + v_f] * G[v_a, v_d, v_f]
+'''
+
+SCOPED_CUDA_TIR = '''@T.prim_func(s_tir=True)
+def main(A: T.Buffer((4, 8), "float32"), C: T.Buffer((4, 8), "float32")):
+    T.func_attr({"tir.noalias": True})
+    for bx in T.thread_binding(4, thread="blockIdx.x"):
+        with T.sblock("alloc_0"):
+            T.reads(A[0:4, 0:8])
+            T.writes(C[0:4, 0:8])
+            X = T.alloc_buffer((8,), "float32", scope="shared")
+            for tx in T.thread_binding(8, thread="threadIdx.x"):
+                with T.sblock("X"):
+                    v_bx, v_tx = T.axis.remap("SS", [bx, tx])
+                    X[v_tx] = A[v_bx, v_tx] * T.float32(2)
+            for tx in T.thread_binding(8, thread="threadIdx.x"):
+                with T.sblock("alloc_0_1"):
+                    T.reads(X[0:8])
+                    T.writes(C[0:4, 0:8])
+                    Y = T.alloc_buffer((), "float32", scope="local")
+                    with T.sblock("Y"):
+                        v_bx, v_tx = T.axis.remap("SS", [bx, tx])
+                        Y[()] = T.exp(X[7 - v_tx])
+                    with T.sblock("C"):
+                        v_bx, v_tx = T.axis.remap("SS", [bx, tx])
+                        C[v_bx, v_tx] = Y[()] + T.float32(1)
+'''
+
+
+def test_matmul_tir_text():
+    assert lower_to_tvmscript(MATMUL) == MATMUL_TIR
+
+
+def test_padded_conv_tir_text_has_guarded_read_and_init():
+    assert lower_to_tvmscript(PADCONV) == PADCONV_TIR
+
+
+def test_scoped_buffers_are_allocated_inside_the_kernel():
+    text = lower_to_tvmscript(SCOPED, "cuda")
+    assert text == SCOPED_CUDA_TIR
+    # llvm: same placement, block-index loop parallel, thread loops serial (they share X)
+    llvm = lower_to_tvmscript(SCOPED, "llvm")
+    assert "for bx in T.parallel(4):" in llvm and "for tx in range(8):" in llvm
+    assert 'X = T.alloc_buffer((8,), "float32", scope="shared")' in llvm
+
+
+def test_softmax_structurally_equal_to_handwritten(tvm):
+    hand = '''
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((4, 64), "float32"), C: T.Buffer((4, 64), "float32")):
+    T.func_attr({"tir.noalias": True})
+    D = T.alloc_buffer((4,), "float32")
+    E = T.alloc_buffer((4,), "float32")
+    for i in T.parallel(4):
+        for k in range(64):
+            with T.sblock("D"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    D[vi] = T.float32("-inf") * T.float32(1)
+                D[vi] = T.max(D[vi], A[vi, vk])
+    for i in T.parallel(4):
+        for k in range(64):
+            with T.sblock("E"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    E[vi] = T.float32(0)
+                E[vi] = E[vi] + T.exp(A[vi, vk] - D[vi])
+    for i in T.parallel(4):
+        for k in range(64):
+            with T.sblock("C"):
+                vi, vk = T.axis.remap("SS", [i, k])
+                C[vi, vk] = T.exp(A[vi, vk] - D[vi]) / E[vi]
+'''.replace('T.float32("-inf") * T.float32(1)', '-T.float32("inf")')
+    tvm.ir.assert_structural_equal(lower(SOFTMAX), tvm.script.from_source(hand))
+
+
+def test_text_is_deterministic():
+    assert lower_to_tvmscript(SOFTMAX) == lower_to_tvmscript(P(SOFTMAX.to_leir(), {"A": (F, (4, 64))},
+                                                                {"C": (F, (4, 64))}))
+
+
+def test_reduction_over_bound_axis_stays_serial_on_llvm():
+    p = P("B^{16}_{tx=0}[S^{f32,g}=S^{f32,g}+A^{f32,g}_{tx};];B^{1}_{tx=0}[C^{f32,g}=S^{f32,g};];",
+          {"A": (F, (16,))}, {"C": (F, ())})
+    text = lower_to_tvmscript(p)
+    assert "T.parallel" not in text
+    assert 'T.axis.remap("R", [tx])' in text and "S[()] = S[()] + A[v_tx]" in text
+
+
+def test_loop_kinds_and_python_keyword_names():
+    p = P("P^{4}_{in=0}U^{2}_{a=0}V^{8}_{c=0}[C^{f32,g}_{in,a,c}=A^{f32,g}_{in,a,c}+1;];",
+          {"A": (F, (4, 2, 8))}, {"C": (F, (4, 2, 8))})
+    text = lower_to_tvmscript(p)
+    assert "for in_ in T.parallel(4):" in text and "for a in T.unroll(2):" in text
+    assert "for c in T.vectorized(8):" in text
+    assert "for c in range(8):" in lower_to_tvmscript(p, vectorize=False)
+
+
+def test_mixed_dtypes_are_explicit_casts():
+    p = P("B^{1}_{tx=0}[O^{f64,g}=16;];B^{1}_{tx=0}[Q^{f64,g}=sqrt(O^{f64,g});];"
+          "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*Q^{f64,g}+a*M^{bool,g}_{tx,a};];",
+          {"A": (F, (4, 8)), "M": ("bool", (4, 8))}, {"C": (F, (4, 8))})
+    text = lower_to_tvmscript(p)
+    assert 'C[v_tx, v_a] = T.Cast("float32", T.Cast("float64", A[v_tx, v_a]) * Q[()] + ' \
+           'T.Cast("float64", T.Cast("float32", v_a) * T.Cast("float32", M[v_tx, v_a])))' in text
+    assert "O[()] = T.float64(16)" in text
+
+
+# --------------------------------------------------------------------------- execution vs numpy
+
+
+def run(p, inputs):
+    from lowering.run import run_program
+    return run_program(p, inputs)
+
+
+def _rng(k=0):
+    return np.random.default_rng(1234 + k)
+
+
+def test_exec_matmul(tvm):
+    a, c = _rng().standard_normal((8, 16), dtype=np.float32), _rng(1).standard_normal((16, 12), dtype=np.float32)
+    np.testing.assert_allclose(run(MATMUL, {"A": a, "C": c})["D"], a @ c, rtol=1e-5, atol=1e-5)
+
+
+def test_exec_batched_matmul(tvm):
+    p = P("B^{2}_{tx=0}L^{4}_{a=0}L^{6}_{c=0}L^{8}_{d=0}[D^{f32,g}_{tx,a,c}=D^{f32,g}_{tx,a,c}+A^{f32,g}_{tx,a,d}*C^{f32,g}_{tx,d,c};];",
+          {"A": (F, (2, 4, 8)), "C": (F, (2, 8, 6))}, {"D": (F, (2, 4, 6))})
+    a, c = _rng().standard_normal((2, 4, 8), dtype=np.float32), _rng(1).standard_normal((2, 8, 6), dtype=np.float32)
+    np.testing.assert_allclose(run(p, {"A": a, "C": c})["D"], a @ c, rtol=1e-5, atol=1e-5)
+
+
+def test_exec_softmax(tvm):
+    a = _rng().standard_normal((4, 64), dtype=np.float32) * 5
+    e = np.exp(a - a.max(1, keepdims=True))
+    np.testing.assert_allclose(run(SOFTMAX, {"A": a})["C"], e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_exec_layer_norm(tvm):
+    p = P("B^{2}_{tx=0}L^{3}_{a=0}L^{4}_{c=0}[F^{f32,g}_{tx}=F^{f32,g}_{tx}+A^{f32,g}_{tx,a,c};];"
+          "B^{2}_{tx=0}[G^{f32,g}_{tx}=F^{f32,g}_{tx}/12;];"
+          "B^{2}_{tx=0}L^{3}_{a=0}L^{4}_{c=0}[H^{f32,g}_{tx}=H^{f32,g}_{tx}+(A^{f32,g}_{tx,a,c}-G^{f32,g}_{tx})**2;];"
+          "B^{2}_{tx=0}[I^{f32,g}_{tx}=H^{f32,g}_{tx}/12;];"
+          "B^{2}_{tx=0}L^{3}_{a=0}L^{4}_{c=0}[C^{f32,g}_{tx,a,c}=D^{f32,g}_{a,c}*((A^{f32,g}_{tx,a,c}-G^{f32,g}_{tx})"
+          "/sqrt(I^{f32,g}_{tx}+1e-05))+E^{f32,g}_{a,c};];",
+          {"A": (F, (2, 3, 4)), "D": (F, (3, 4)), "E": (F, (3, 4))}, {"C": (F, (2, 3, 4))})
+    a, d, e = (_rng(k).standard_normal(s, dtype=np.float32) for k, s in enumerate([(2, 3, 4), (3, 4), (3, 4)]))
+    m = a.mean((1, 2), keepdims=True)
+    v = ((a - m) ** 2).mean((1, 2), keepdims=True)
+    np.testing.assert_allclose(run(p, {"A": a, "D": d, "E": e})["C"], d * (a - m) / np.sqrt(v + 1e-5) + e,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_exec_padded_conv1d(tvm):
+    a, g = _rng().standard_normal((2, 3, 8), dtype=np.float32), _rng(1).standard_normal((4, 3, 3), dtype=np.float32)
+    h = np.pad(a, ((0, 0), (0, 0), (2, 2)))
+    want = np.stack([sum(np.einsum("td,ad->ta", h[:, :, c + f], g[:, :, f]) for f in range(3)) for c in range(10)], -1)
+    np.testing.assert_allclose(run(PADCONV, {"A": a, "G": g})["D"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_exec_conv2d(tvm):
+    p = P("B^{2}_{tx=0}L^{4}_{a=0}L^{6}_{c=0}L^{6}_{d=0}L^{3}_{f=0}L^{3}_{g=0}L^{3}_{h=0}"
+          "[C^{f32,g}_{tx,a,c,d}=C^{f32,g}_{tx,a,c,d}+D^{f32,g}_{a,f,g,h}*A^{f32,g}_{tx,f,c+g,d+h};];",
+          {"A": (F, (2, 3, 8, 8)), "D": (F, (4, 3, 3, 3))}, {"C": (F, (2, 4, 6, 6))})
+    a, w = _rng().standard_normal((2, 3, 8, 8), dtype=np.float32), _rng(1).standard_normal((4, 3, 3, 3), dtype=np.float32)
+    want = np.zeros((2, 4, 6, 6), np.float32)
+    for g in range(3):
+        for h in range(3):
+            want += np.einsum("tfcd,af->tacd", a[:, :, g:g + 6, h:h + 6], w[:, :, g, h])
+    np.testing.assert_allclose(run(p, {"A": a, "D": w})["C"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_exec_max_pool_with_padding(tvm):
+    p = P("B^{1}_{tx=0}L^{2}_{a=0}L^{10}_{c=0}L^{10}_{d=0}[D^{f32,g}_{tx,a,c,d}=if_then_else(1<=c<9&1<=d<9,"
+          "A^{f32,g}_{tx,a,c-1,d-1},-inf);];B^{1}_{tx=0}L^{2}_{a=0}L^{5}_{c=0}L^{5}_{d=0}L^{2}_{f=0}L^{2}_{g=0}"
+          "[C^{f32,g}_{tx,a,c,d}=max(C^{f32,g}_{tx,a,c,d},D^{f32,g}_{tx,a,c*2+f,d*2+g});];",
+          {"A": (F, (1, 2, 8, 8))}, {"C": (F, (1, 2, 5, 5))})
+    a = _rng().standard_normal((1, 2, 8, 8), dtype=np.float32)
+    d = np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    want = d.reshape(1, 2, 5, 2, 5, 2).max((3, 5))
+    np.testing.assert_array_equal(run(p, {"A": a})["C"], want)
+
+
+def test_exec_argmax_i64_output(tvm):
+    p = P("B^{2}_{tx=0}L^{6}_{a=0}L^{5}_{c=0}[D^{f32,g}_{tx,c}=max(D^{f32,g}_{tx,c},A^{f32,g}_{tx,a,c});C^{i64,g}_{tx,c}=0;];"
+          "B^{2}_{tx=0}L^{6}_{a=0}L^{5}_{c=0}[C^{i64,g}_{tx,c}=if_then_else(A^{f32,g}_{tx,a,c}>=D^{f32,g}_{tx,c},a,C^{i64,g}_{tx,c});];",
+          {"A": (F, (2, 6, 5))}, {"C": ("i64", (2, 5))})
+    a = _rng().standard_normal((2, 6, 5), dtype=np.float32)
+    out = run(p, {"A": a})["C"]
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, a.argmax(1))
+
+
+def test_exec_cumsum_and_masked_cumsum(tvm):
+    p = P("B^{3}_{tx=0}L^{10}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*M^{bool,g}_{tx,a};];"
+          "B^{3}_{tx=0}L^{10}_{a=0}L^{10}_{c=0}[C^{f32,g}_{tx,a}=C^{f32,g}_{tx,a}+if_then_else(c<=a,D^{f32,g}_{tx,c},0);];",
+          {"A": (F, (3, 10)), "M": ("bool", (3, 10))}, {"C": (F, (3, 10))})
+    a, m = _rng().standard_normal((3, 10), dtype=np.float32), _rng(1).integers(0, 2, (3, 10)).astype(bool)
+    np.testing.assert_allclose(run(p, {"A": a, "M": m})["C"], np.cumsum(a * m, 1), rtol=1e-5, atol=1e-6)
+
+
+def test_exec_gelu_erf(tvm):
+    from math import erf
+    p = P("B^{4}_{tx=0}L^{32}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*0.5*(1+erf(A^{f32,g}_{tx,a}/sqrt(2)));];",
+          {"A": (F, (4, 32))}, {"C": (F, (4, 32))})
+    a = _rng().standard_normal((4, 32), dtype=np.float32) * 3
+    want = np.vectorize(lambda x: x * 0.5 * (1 + erf(x / math.sqrt(2))))(a.astype(np.float64))
+    np.testing.assert_allclose(run(p, {"A": a})["C"], want, rtol=1e-5, atol=1e-6)
+
+
+def test_exec_cross_entropy_gather_with_i64_index_rank0_output(tvm):
+    p = P("B^{16}_{tx=0}L^{10}_{a=0}[F^{f32,g}_{tx}=max(F^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+          "B^{16}_{tx=0}L^{10}_{a=0}[G^{f32,g}_{tx}=G^{f32,g}_{tx}+exp(A^{f32,g}_{tx,a}-F^{f32,g}_{tx});];"
+          "B^{16}_{tx=0}L^{10}_{a=0}[E^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}-F^{f32,g}_{tx}-log(G^{f32,g}_{tx});];"
+          "B^{10}_{tx=0}[H^{i64,g}_{tx}=if_then_else(tx!=-100,1,0);];"
+          "B^{16}_{tx=0}[I^{f32,g}_{tx}=-H^{i64,g}_{C^{i64,g}_{tx}}*E^{f32,g}_{tx,C^{i64,g}_{tx}};];"
+          "B^{16}_{tx=0}[J^{i64,g}=J^{i64,g}+H^{i64,g}_{C^{i64,g}_{tx}};];"
+          "B^{16}_{tx=0}[D^{f32,g}=D^{f32,g}+I^{f32,g}_{tx}/J^{i64,g};];",
+          {"A": (F, (16, 10)), "C": ("i64", (16,))}, {"D": (F, ())})
+    inputs = random_inputs(p, seed=3)
+    assert inputs["C"].dtype == np.int64 and inputs["C"].min() >= 0 and inputs["C"].max() < 10
+    a, c = inputs["A"].astype(np.float64), inputs["C"]
+    logp = a - a.max(1, keepdims=True)
+    logp = logp - np.log(np.exp(logp).sum(1, keepdims=True))
+    out = run(p, inputs)["D"]
+    assert out.shape == ()
+    np.testing.assert_allclose(out, -logp[np.arange(16), c].mean(), rtol=1e-5)
+
+
+def test_exec_rank0_reduction_hinge(tvm):
+    p = P("B^{32}_{tx=0}[D^{f32,g}_{tx}=max(1-A^{f32,g}_{tx}*C^{f32,g}_{tx},0);];"
+          "B^{32}_{tx=0}[H^{f32,g}=H^{f32,g}+D^{f32,g}_{tx};];B^{1}_{tx=0}[G^{f32,g}=H^{f32,g}/32;];",
+          {"A": (F, (32,)), "C": (F, (32,))}, {"G": (F, ())})
+    a, c = _rng().standard_normal(32, dtype=np.float32), _rng(1).standard_normal(32, dtype=np.float32)
+    np.testing.assert_allclose(run(p, {"A": a, "C": c})["G"], np.maximum(1 - a * c, 0).mean(), rtol=1e-5)
+
+
+def test_exec_mixed_dtype_f64_scalar(tvm):
+    p = P("B^{1}_{tx=0}[O^{f64,g}=16;];B^{1}_{tx=0}[Q^{f64,g}=1.0/sqrt(O^{f64,g});];"
+          "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*Q^{f64,g};];",
+          {"A": (F, (4, 8))}, {"C": (F, (4, 8))})
+    a = _rng().standard_normal((4, 8), dtype=np.float32)
+    np.testing.assert_array_equal(run(p, {"A": a})["C"], (a.astype(np.float64) * 0.25).astype(np.float32))
+
+
+def test_exec_scoped_buffers_and_vectorized_loop(tvm):
+    a = _rng().standard_normal((4, 8), dtype=np.float32)
+    np.testing.assert_allclose(run(SCOPED, {"A": a})["C"], np.exp(2 * a[:, ::-1]) + 1, rtol=1e-6)
+    p = P("P^{4}_{in=0}U^{2}_{a=0}V^{8}_{c=0}[C^{f32,g}_{in,a,c}=A^{f32,g}_{in,a,c}+1;];",
+          {"A": (F, (4, 2, 8))}, {"C": (F, (4, 2, 8))})
+    x = _rng().standard_normal((4, 2, 8), dtype=np.float32)
+    np.testing.assert_array_equal(run(p, {"A": x})["C"], x + 1)
+
+
+def test_llvm_result_follows_sequential_semantics_for_loop_carried_reads(tvm):
+    # a prefix recurrence along the bound axis: tx must not run in parallel
+    p = P("B^{6}_{tx=0}[C^{f32,g}_{tx}=if_then_else(tx-1<0,0,C^{f32,g}_{tx-1})+A^{f32,g}_{tx};];",
+          {"A": (F, (6,))}, {"C": (F, (6,))})
+    assert "T.parallel" not in lower_to_tvmscript(p)
+    a = _rng().standard_normal(6, dtype=np.float32)
+    np.testing.assert_allclose(run(p, {"A": a})["C"], np.cumsum(a), rtol=1e-6)
+
+
+def test_inputs_are_seeded_and_positive_where_logged():
+    p = P("B^{4}_{tx=0}[C^{f32,g}_{tx}=log(A^{f32,g}_{tx})+B^{f32,g}_{tx};];".replace("B^{f32", "Q^{f32").replace(
+        "B^{f32,g}_{tx};", "Q^{f32,g}_{tx};"), {"A": (F, (4,)), "Q": (F, (4,))}, {"C": (F, (4,))})
+    x, y = random_inputs(p, 5), random_inputs(p, 5)
+    assert all(np.array_equal(x[k], y[k]) for k in x)
+    assert (x["A"] >= 0.5).all() and not np.array_equal(random_inputs(p, 5, trial=1)["A"], x["A"])
+
+
+# --------------------------------------------------------------------------- errors and cuda
+
+
+def test_unplaceable_local_buffer_is_a_typed_error_on_cuda():
+    p = P("B^{4}_{tx=0}L^{8}_{a=0}[Y^{f32,l}_{a}=A^{f32,g}_{tx,a};];B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=Y^{f32,l}_{a};];",
+          {"A": (F, (4, 8))}, {"C": (F, (4, 8))})
+    with pytest.raises(LoweringError, match="local buffer 'Y' is used by top-level statements 1, 2"):
+        lower_to_tvmscript(p, "cuda")
+    assert 'Y = T.alloc_buffer((8,), "float32")' in lower_to_tvmscript(p, "llvm")  # CPU: global fallback
+
+
+def test_cuda_source_for_softmax_and_statement_without_bound_loop(tvm):
+    src = cuda_source(SOFTMAX)
+    assert "__global__" in src and "threadIdx.x" in src and "expf" in src
+    p = P("L^{4}_{a=0}L^{8}_{c=0}[C^{f32,g}_{a}=C^{f32,g}_{a}+A^{f32,g}_{a,c};];", {"A": (F, (4, 8))}, {"C": (F, (4,))})
+    assert 'for b_launch in T.thread_binding(1, thread="blockIdx.x"):' in lower_to_tvmscript(p, "cuda")
+    assert "__global__" in cuda_source(p)
+    scoped = cuda_source(SCOPED)
+    assert re.search(r"__shared__ .*float X_ptr\[8\]", scoped) and "__syncthreads()" in scoped
+    assert "X_ptr," not in scoped.split("{", 1)[0]  # not a kernel parameter
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_cuda_ptx_with_nvcc(tvm):
+    ptx = cuda_ptx(cuda_source(MATMUL), "sm_90")
+    assert ".target sm_90" in ptx and ".entry" in ptx
+
+
+def test_tir_cli(capsys, tmp_path):
+    from lowering.tir import main
+    f = tmp_path / "m.leir"
+    f.write_text(MATMUL.to_leir_file())
+    assert main([str(f)]) == 0
+    assert capsys.readouterr().out == MATMUL_TIR
+    bad = tmp_path / "bad.leir"
+    bad.write_text(MATMUL.to_leir_file().replace("+A^", "+Z^"))
+    assert main([str(bad)]) == 2
+    assert re.match(r".*bad\.leir:\d+:\d+: error: ", capsys.readouterr().err)
+
+
+# --------------------------------------------------------------------------- corpus
+
+
+def _points(p):
+    return sum(math.prod(l.extent for l in loops) for loops, _ in equations(p.body))
+
+
+@pytest.mark.slow
+def test_corpus_builds_and_runs_on_llvm(tvm):
+    import time
+    from engine.files import program_from_json as pj
+    from lowering.run import run_program
+    progs = [pj(r) for r in corpus_records()]
+    small = [p for p in progs if _points(p) <= 2 ** 27]
+    if not small:
+        pytest.skip("corpus not available")
+    ok, failures = 0, []
+    t0 = time.time()
+    for p in small:
+        try:
+            out = run_program(p, random_inputs(p, 0))
+            assert set(out) == {d.name for d in p.outputs}
+            ok += 1
+        except LoweringError as e:
+            failures.append((p.name, e.stage, e.message))
+    rate = ok / len(small)
+    print(f"\ncorpus llvm: {ok}/{len(small)} programs (<= 2^27 points) built and ran in {time.time() - t0:.1f} s")
+    assert rate >= 0.95, failures
+    assert all(m for _, _, m in failures)
