@@ -1,0 +1,194 @@
+"""Python facts for the graph-level strategies (rules/graph.egg), declared in rules/leir.egg.
+
+They need whole-program def-use or "for every shared tensor" reasoning that egglog queries
+cannot state: whether two bodies may be separated or interleaved (fusion / fission), whether a
+producer may be inlined into its readers, and which equations may lose a sub-expression.
+All facts depend on the content of the nests they name (plus, for InlineProducer, on def-use
+around the single writer), so hash-consed duplicates get the same answer.
+"""
+from __future__ import annotations
+
+from .ast import Equation, Nest, Ref, Var, refs, walk
+from .facts import affine, reduce_op
+
+
+def _accesses(items, outer: tuple):
+    """(ref, is_write, enclosing loop vars) of every tensor access under ``items``."""
+    for it in items:
+        if isinstance(it, Equation):
+            yield it.lhs, True, outer
+            for sub in it.lhs.index:
+                for r in refs(sub):
+                    yield r, False, outer
+            for r in refs(it.rhs):
+                yield r, False, outer
+        else:
+            yield from _accesses(it.body, outer + tuple(l.var for l in it.loops))
+
+
+def _owns(index, own: dict, outer: dict) -> bool:
+    """Distinct points of the ``own`` loops (outer loops fixed) reach distinct index tuples."""
+    extents = dict(outer)
+    extents.update(own)
+    owned: set = set()
+    for entry in index:
+        a = affine(entry, extents)
+        if a is None:
+            continue
+        terms = sorted((c, v) for v, c in a.items() if v in own and c != 0)
+        if not terms or any(c < 0 for c, _ in terms):
+            continue
+        reach, ok = 0, True
+        for c, v in terms:
+            if c <= reach:
+                ok = False
+                break
+            reach += c * (own[v] - 1)
+        if ok:
+            owned |= {v for _, v in terms}
+    return owned >= set(own)
+
+
+def separable(first, second, own: dict, outer: dict) -> bool:
+    """Running ``first`` then ``second`` at every point of the ``own`` loops equals running
+    ``first`` over all points, then ``second`` over all points (and vice versa).
+
+    Holds when every tensor both parts touch and at least one writes is accessed, everywhere
+    in both parts, with one index tuple that mentions only the own and outer loops and
+    determines the own-loop point: then each element is touched at exactly one point.
+    """
+    acc1 = list(_accesses(first, ()))
+    acc2 = list(_accesses(second, ()))
+    names1 = {r.name for r, _, _ in acc1}
+    names2 = {r.name for r, _, _ in acc2}
+    written = {r.name for r, w, _ in acc1 + acc2 if w}
+    allowed = set(own) | set(outer)
+    for x in sorted(names1 & names2 & written):
+        idx = {r.index for r, _, _ in acc1 + acc2 if r.name == x}
+        if len(idx) != 1:
+            return False
+        index = next(iter(idx))
+        for entry in index:
+            for n in walk(entry):
+                if isinstance(n, Ref) or (isinstance(n, Var) and n.name not in allowed):
+                    return False
+        if not _owns(index, own, outer):
+            return False
+    return True
+
+
+def _lists(program):
+    """(items, enclosing loops as {var: extent}, path of the list's parent) for every body."""
+    out = [(program.body, {}, ())]
+    stack = [(n, {}, (i,)) for i, n in enumerate(program.body)]
+    while stack:
+        nest, outer, path = stack.pop(0)
+        inner = dict(outer)
+        inner.update({l.var: l.extent for l in nest.loops})
+        out.append((nest.body, inner, path))
+        stack.extend((it, inner, path + (j,)) for j, it in enumerate(nest.body) if isinstance(it, Nest))
+    return out
+
+
+def _value_refs(e):
+    """Refs at value positions (not inside indices)."""
+    if isinstance(e, Ref):
+        yield e
+        return
+    for n in getattr(e, "args", None) or getattr(e, "operands", None) or \
+            ((e.lhs, e.rhs) if hasattr(e, "lhs") else (e.operand,) if hasattr(e, "operand") else ()):
+        yield from _value_refs(n)
+
+
+def _inline_producers(program) -> list[int]:
+    """Top-level positions of nests that compute_inline may remove."""
+    body = program.body
+    buffers = program.info.buffers
+    writes = [{eq.lhs.name for _, eq in _eqs(n)} for n in body]
+    reads = [{r.name for _, eq in _eqs(n) for r in list(refs(eq.rhs)) + [q for i in eq.lhs.index for q in refs(i)]}
+             for n in body]
+    in_index: set = set()
+    for n in body:
+        for _, eq in _eqs(n):
+            for e in (eq.lhs, eq.rhs):
+                for r in refs(e):
+                    for i in r.index:
+                        in_index |= {q.name for q in refs(i)}
+    out = []
+    for i, s in enumerate(body):
+        if len(s.body) != 1 or not isinstance(s.body[0], Equation):
+            continue
+        eq = s.body[0]
+        x = eq.lhs.name
+        buf = buffers.get(x)
+        if buf is None or buf.role != "intermediate" or eq.init is not None or x in in_index:
+            continue
+        if x in {r.name for r in refs(eq.rhs)}:
+            continue
+        vs = [e.name for e in eq.lhs.index if isinstance(e, Var)]
+        if len(vs) != len(eq.lhs.index) or len(set(vs)) != len(vs) or set(vs) != {l.var for l in s.loops}:
+            continue
+        if sum(x in w for w in writes) != 1 or any(x in reads[k] for k in range(i + 1)):
+            continue
+        readers = [k for k in range(i + 1, len(body)) if x in reads[k]]
+        if not readers:
+            continue
+        if any(r.dtype != eq.lhs.dtype for r in _value_refs(eq.rhs)):
+            continue
+        if any(eq2.lhs.dtype != eq.lhs.dtype for k in readers for _, eq2 in _eqs(body[k])
+               if x in {r.name for r in refs(eq2.rhs)}):
+            continue
+        inputs = {r.name for r in refs(eq.rhs)} | {x}
+        if any(writes[k] & inputs for k in range(i + 1, readers[-1] + 1)):
+            continue
+        out.append(i)
+    return out
+
+
+def _eqs(item):
+    if isinstance(item, Equation):
+        yield (), item
+        return
+    for it in item.body:
+        yield from _eqs(it)
+
+
+def split_host(nest) -> str | None:
+    """"map" / "reduce" when expression_splitting may move value sub-expressions out of ``nest``."""
+    if len(nest.body) != 1 or not isinstance(nest.body[0], Equation):
+        return None
+    eq = nest.body[0]
+    x = eq.lhs.name
+    in_lhs_index = any(r.name == x for i in eq.lhs.index for r in refs(i))
+    if in_lhs_index:
+        return None
+    if not any(r.name == x for r in refs(eq.rhs)):
+        return "map"
+    if eq.init is not None and reduce_op(eq) is not None:
+        return "reduce"
+    return None
+
+
+def graph_facts(program, enc, per_key: dict, pair: list) -> None:
+    """Add the graph-level facts to ``per_key`` (nest key -> facts) and ``pair``."""
+    for items, outer, parent in _lists(program):
+        for j, it in enumerate(items):
+            if not isinstance(it, Nest):
+                continue
+            key = enc.path_key[parent + (j,)]
+            facts = per_key.setdefault(key, set())
+            own = {l.var: l.extent for l in it.loops}
+            if all(isinstance(b, Equation) for b in it.body):
+                facts.add(("FlatNest",))
+            for k in range(1, len(it.body)):
+                if separable(it.body[:k], it.body[k:], own, outer):
+                    facts.add(("FissionCut", k))
+            if j + 1 < len(items) and isinstance(items[j + 1], Nest) and items[j + 1].loops == it.loops \
+                    and separable(it.body, items[j + 1].body, own, outer):
+                pair.append(("Fusible", key, enc.path_key[parent + (j + 1,)]))
+    for i, n in enumerate(program.body):
+        kind = split_host(n)
+        if kind is not None:
+            per_key[enc.path_key[(i,)]].add(("SplitHost", kind))
+    for i in _inline_producers(program):
+        per_key[enc.path_key[(i,)]].add(("InlineProducer",))
