@@ -315,3 +315,24 @@ def _gather(ctx):
         return x(*idx)
     ctx.em.map(out, fn)
     return out
+
+
+@rule("broadcast_tensors")
+def _broadcast_tensors(ctx):
+    ts = list(ctx.arg(0))
+    shapes = [tuple(t.shape) for t in ts]
+    rank = max(len(s) for s in shapes)
+    target = []
+    for k in range(rank):
+        dims = [s[len(s) - rank + k] for s in shapes if len(s) - rank + k >= 0]
+        target.append(max(dims))
+    target = tuple(target)
+    out = []
+    for t in ts:
+        if tuple(t.shape) == target:
+            out.append(t)
+            continue
+        e = ctx.temp(target, t.dtype)
+        ctx.em.map(e, lambda vs, t=t: t(*bidx(t, vs, target)))
+        out.append(e)
+    return tuple(out)
