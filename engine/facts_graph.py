@@ -192,3 +192,68 @@ def graph_facts(program, enc, per_key: dict, pair: list) -> None:
             per_key[enc.path_key[(i,)]].add(("SplitHost", kind))
     for i in _inline_producers(program):
         per_key[enc.path_key[(i,)]].add(("InlineProducer",))
+    reorder_facts(program, enc, pair)
+
+
+def _range(entry, extents) -> tuple[int, int] | None:
+    """(min, max) of an affine index entry over the loop ranges."""
+    a = affine(entry, extents)
+    if a is None:
+        return None
+    lo = hi = a.get(1, 0)
+    for v, c in a.items():
+        if v != 1:
+            lo += min(0, c * (extents[v] - 1))
+            hi += max(0, c * (extents[v] - 1))
+    return lo, hi
+
+
+def _write_boxes(nest, x):
+    """Per write of ``x`` in ``nest``: (equation, per-entry (min, max) or None)."""
+    out = []
+    for loops, eq in _loops_eqs(nest, ()):
+        if eq.lhs.name == x:
+            ext = {l.var: l.extent for l in loops}
+            out.append((eq, [_range(e, ext) for e in eq.lhs.index]))
+    return out
+
+
+def _loops_eqs(item, outer):
+    if isinstance(item, Equation):
+        yield outer, item
+        return
+    for it in item.body:
+        yield from _loops_eqs(it, outer + item.loops)
+
+
+def commute_disjoint(s, t) -> bool:
+    """Adjacent statements that only share written tensors, written by plain assignments (no
+    init, no read of that tensor in either) into provably disjoint index boxes."""
+    def rw(n):
+        w, r = set(), set()
+        for _, eq in _loops_eqs(n, ()):
+            w.add(eq.lhs.name)
+            r |= {q.name for q in refs(eq.rhs)} | {q.name for i in eq.lhs.index for q in refs(i)}
+        return w, r
+    ws, rs = rw(s)
+    wt, rt = rw(t)
+    shared = ws & wt
+    if not shared or ws & rt or rs & wt:
+        return False
+    for x in shared:
+        bs, bt = _write_boxes(s, x), _write_boxes(t, x)
+        for eq, _ in bs + bt:
+            if eq.init is not None:
+                return False
+        for _, b1 in bs:
+            for _, b2 in bt:
+                if not any(r1 and r2 and (r1[1] < r2[0] or r2[1] < r1[0]) for r1, r2 in zip(b1, b2)):
+                    return False
+    return True
+
+
+def reorder_facts(program, enc, pair: list) -> None:
+    body = program.body
+    for i in range(len(body) - 1):
+        if commute_disjoint(body[i], body[i + 1]):
+            pair.append(("CommuteDisjoint", enc.path_key[(i,)], enc.path_key[(i + 1,)]))
