@@ -23,6 +23,7 @@ import egglog.bindings as b
 from .ast import Equation, Loop, Nest, Ref, Var, transform
 from .diagnostics import LeirError
 from .facts import program_facts
+from .printer import body_to_str
 from .rulebook import Rulebook, load_rulebook
 from .terms import SP, Decoder, Interner, call, encode, lit_i, lit_s
 
@@ -72,18 +73,82 @@ class Provenance:
         return {"strategy": self.strategy, "category": self.category, "rule": self.rule,
                 "site": list(self.site), "params": dict(self.params), "exactness": self.exactness}
 
+    @property
+    def param(self) -> dict:
+        return dict(self.params)
 
-@dataclass
+
+class _Lazy:
+    """New top-level statements, decoded from interned keys only when needed."""
+
+    __slots__ = ("dec", "keys", "fn")
+
+    def __init__(self, dec, keys, fn):
+        self.dec, self.keys, self.fn = dec, keys, fn
+
+    def __call__(self) -> tuple:
+        items = tuple(self.dec.ast_of_key(k) for k in self.keys) if self.keys is not None else None
+        return self.fn(items) if self.fn is not None else items
+
+
+class InvalidNeighbour(Exception):
+    """A rule built a program that fails re-analysis: a bug in that rule."""
+
+
 class Neighbour:
-    program: object
-    provenances: list[Provenance] = field(default_factory=list)
+    """One distinct neighbour and every way it was obtained.
+
+    The body, its text and the fresh names are materialised on first use (most callers
+    sample a few neighbours of many). ``program`` re-analyses the body with
+    ``check_inits`` (the printed text must carry the initialisation the rule built);
+    failure raises ``InvalidNeighbour``.
+    """
+
+    __slots__ = ("base", "lo", "hi", "_new", "_taken", "provenances", "_body", "_leir", "_names", "_program")
+
+    def __init__(self, base, lo: int, hi: int, new, taken: set, provenances):
+        self.base, self.lo, self.hi, self._new, self._taken = base, lo, hi, new, taken
+        self.provenances = provenances
+        self._body = self._leir = self._names = self._program = None
+
+    def _materialise(self):
+        new = self._new() if callable(self._new) else self._new
+        new, self._names = resolve_fresh(self._taken, new)
+        self._body = self.base.body[:self.lo] + new + self.base.body[self.hi:]
+
+    @property
+    def body(self) -> tuple:
+        if self._body is None:
+            self._materialise()
+        return self._body
+
+    @property
+    def fresh_names(self) -> dict:
+        """{placeholder: fresh name} chosen for this neighbour."""
+        if self._names is None:
+            self._materialise()
+        return self._names
 
     @property
     def leir(self) -> str:
-        return self.program.to_leir()
+        if self._leir is None:
+            self._leir = body_to_str(self.body)
+        return self._leir
+
+    @property
+    def program(self):
+        if self._program is None:
+            try:
+                self._program = self.base.with_body(self.body, check_inits=True)
+            except LeirError as e:
+                raise InvalidNeighbour(f"{self.provenances[0].rule}: {e.message}") from e
+        return self._program
 
     def to_json(self) -> dict:
         d = self.provenances[0].to_json()
+        names = self.fresh_names
+        if names:
+            d["params"]["new_names"] = [names[k] for k in sorted(names)]
         d["leir"] = self.leir
         if len(self.provenances) > 1:
             d["also"] = [p.to_json() for p in self.provenances[1:]]
@@ -109,20 +174,22 @@ class Enumeration:
 # ------------------------------------------------------------------ body surgery
 
 
-def _replace_item(items: tuple, path: tuple, new) -> tuple:
+def _replace_item(items: tuple, path: tuple, new, owner: Nest) -> Nest:
+    """``owner`` (whose body is ``items``) with the item at ``path`` replaced by ``new``."""
     i = path[0]
     if len(path) == 1:
-        return items[:i] + (new,) + items[i + 1:]
+        return replace(owner, body=items[:i] + (new,) + items[i + 1:])
     n = items[i]
-    return items[:i] + (replace(n, body=_replace_item(n.body, path[1:], new)),) + items[i + 1:]
+    return replace(owner, body=items[:i] + (_replace_item(n.body, path[1:], new, n),) + items[i + 1:])
 
 
-def _replace_suffix(items: tuple, parent: tuple, start: int, new: tuple) -> tuple:
+def _replace_suffix(items: tuple, parent: tuple, start: int, new: tuple, owner: Nest) -> Nest:
+    """``owner`` with the body list at ``parent`` cut at ``start`` and continued by ``new``."""
     if not parent:
-        return items[:start] + new
+        return replace(owner, body=items[:start] + new)
     i = parent[0]
     n = items[i]
-    return items[:i] + (replace(n, body=_replace_suffix(n.body, parent[1:], start, new)),) + items[i + 1:]
+    return replace(owner, body=items[:i] + (_replace_suffix(n.body, parent[1:], start, new, n),) + items[i + 1:])
 
 
 def _nest_vars(n: Nest) -> set[str]:
@@ -177,25 +244,33 @@ def _placeholders(item, loops: set, tensors: set):
         _placeholders(it, loops, tensors)
 
 
-def resolve_fresh(program, body: tuple) -> tuple[tuple, dict]:
-    """Replace placeholder names by fresh ones; returns (body, {placeholder: name})."""
+def resolve_fresh(taken_tensors: set, stmts: tuple) -> tuple[tuple, dict]:
+    """Replace placeholder names in the new top-level statements by fresh ones.
+
+    Loop placeholders get the first name unused in their statement; tensor placeholders
+    the first capital-sequence name unused anywhere (``taken_tensors`` plus ``stmts``).
+    Returns (statements, {placeholder: name}).
+    """
     tensors_all: set = set()
     per_stmt = []
-    for n in body:
+    for n in stmts:
         lp: set = set()
         _placeholders(n, lp, tensors_all)
         per_stmt.append(lp)
     if not tensors_all and not any(per_stmt):
-        return body, {}
+        return stmts, {}
     tensor_map: dict = {}
     if tensors_all:
-        taken = _tensor_names(program, body)
+        taken = set(taken_tensors)
+        for n in stmts:
+            for _, eq in _eqs(n):
+                taken.add(eq.lhs.name)
         gen = (t for t in tensor_names() if t not in taken and t[0] not in "LPVBUT")
         for ph in sorted(tensors_all):
             tensor_map[ph] = next(gen)
     mapping = dict(tensor_map)
     out = []
-    for n, phs in zip(body, per_stmt):
+    for n, phs in zip(stmts, per_stmt):
         if not phs and not tensor_map:
             out.append(n)
             continue
@@ -212,6 +287,11 @@ def resolve_fresh(program, body: tuple) -> tuple[tuple, dict]:
             mapping.setdefault(ph, name)
         out.append(_rename(n, loop_map, tensor_map))
     return tuple(out), mapping
+
+
+def _eqs(n):
+    from .ast import equations
+    return equations((n,))
 
 
 # ------------------------------------------------------------------ the engine
@@ -290,8 +370,12 @@ class Engine:
             cmds.append(b.ActionCommand(b.Expr_(SP, call("Repeated", [enc.exprs[k]]))))
         return cmds
 
-    def enumerate(self, program, strategies=None, categories=None) -> Enumeration:
-        """Every one-step neighbour of ``program`` (a ``Program``), merged and sorted."""
+    def enumerate(self, program, strategies=None, categories=None, validate: bool = False) -> Enumeration:
+        """Every one-step neighbour of ``program`` (a ``Program``), merged and sorted.
+
+        With ``validate`` every neighbour is re-analysed now and failures are returned in
+        ``invalid``; otherwise ``Neighbour.program`` does it on first use.
+        """
         selected = self.select(strategies, categories)
         if selected == ():
             return Enumeration([], [], 0)
@@ -299,10 +383,11 @@ class Engine:
         enc = encode(program.body, interner)
         cmds = enc.commands + self._fact_commands(program, enc)
         eg = self.eg
+        schedule = self._schedule(selected)  # before push: a combined ruleset must outlive the pop
         eg.run_program(b.Push(1))
         try:
             eg.run_program(*cmds)
-            eg.run_program(*self._schedule(selected))
+            eg.run_program(*schedule)
             frozen = eg.freeze()
             dec = Decoder(eg, frozen, interner, enc.orig)
             rows = []
@@ -312,54 +397,98 @@ class Engine:
                     continue
                 for row in fn.rows:
                     lhs, rhs, rule, params = row.inputs
-                    rows.append((rel, dec.key_of(lhs), dec.ast(rhs), eg.value_to_string(rule),
-                                 dec.params(params)))
+                    rows.append((rel, dec.key_of(lhs), rhs, eg.value_to_string(rule),
+                                 tuple(dec.params(params).items())))
+            # read every key while the e-graph still holds the query (pop discards it)
+            rows = [(rel, lk, dec.key_of(rv), rule, ps) for rel, lk, rv, rule, ps in rows]
         finally:
             eg.run_program(b.Pop(SP, 1))
-        return self._expand(program, enc, rows, interner)
+        return self._expand(program, enc, dec, rows, validate)
 
-    def _expand(self, program, enc, rows, interner) -> Enumeration:
-        found: dict[str, Neighbour] = {}
-        invalid: list[Invalid] = []
-        candidates = []
-        for rel, lhs_key, rhs, rule, params in rows:
+    def _expand(self, program, enc, dec, rows, validate: bool) -> Enumeration:
+        """Splice each Step into the original body at every occurrence; merge identical ones.
+
+        Identity is structural: the interned keys of the whole new top-level body (fresh
+        names are a deterministic function of that structure), so nothing is printed here.
+        """
+        body = program.body
+        top = [enc.path_key[(i,)] for i in range(len(body))]
+        taken = _tensor_names(program, body)
+        found: dict[tuple, Neighbour] = {}
+        for rel, lhs_key, rhs_value, rule, params in rows:
             strat = self.owner.get(rule)
             if strat is None:
                 raise LeirError(f"Step row names rule '{rule}', which no strategy block owns")
+            exact = dict(params).get("exactness", strat.exactness)
+            rhs_key = rhs_value
             if rel == "Step":
-                if enc.orig.get(lhs_key) == rhs:
+                if rhs_key == lhs_key:
                     continue
                 for path in enc.item_paths.get(lhs_key, ()):
-                    candidates.append((strat, rule, path, params, _replace_item(program.body, path, rhs)))
+                    lo = path[0]
+                    if len(path) == 1:
+                        ident = (lo, lo + 1, rhs_key)
+                        new = _Lazy(dec, (rhs_key,), None)
+                    else:
+                        ident = (lo, lo + 1, path, rhs_key)
+                        new = _Lazy(dec, (rhs_key,), lambda n, o=body[lo], p=path: (_replace_item(o.body, p[1:], n[0], o),))
+                    self._add(found, ident, program, lo, lo + 1, new, taken,
+                              Provenance(strat.name, strat.category, rule, path, params, exact))
             elif rel == "StepItems":
                 for parent, start in enc.list_sites.get(lhs_key, ()):
-                    candidates.append((strat, rule, parent + (start,), params,
-                                       _replace_suffix(program.body, parent, start, tuple(rhs))))
+                    if parent:
+                        lo = parent[0]
+                        ident = (lo, lo + 1, parent, start, rhs_key)
+                        new = _Lazy(dec, None, lambda n, o=body[lo], p=parent, s=start, k=rhs_key:
+                                    (_replace_suffix(o.body, p[1:], s, tuple(dec.ast_of_key(k)), o),))
+                        self._add(found, ident, program, lo, lo + 1, new, taken,
+                                  Provenance(strat.name, strat.category, rule, parent + (start,), params, exact))
+                        continue
+                    keys = dec.list_keys(rhs_key)
+                    lo, hi = start, len(body)
+                    while keys and hi > lo and keys[-1] == top[hi - 1]:
+                        keys, hi = keys[:-1], hi - 1
+                    while keys and lo < hi and keys[0] == top[lo]:
+                        keys, lo = keys[1:], lo + 1
+                    if not keys and lo == hi:
+                        continue
+                    new = _Lazy(dec, tuple(keys), None)
+                    self._add(found, (lo, hi) + tuple(keys), program, lo, hi, new, taken,
+                              Provenance(strat.name, strat.category, rule, (start,), params, exact))
             else:
                 raise LeirError("StepExpr rows are not supported yet by the expander")
-        for strat, rule, site, params, body in candidates:
-            body, names = resolve_fresh(program, body)
-            params = tuple((k, names.get(v, v) if isinstance(v, str) else v) for k, v in params.items())
-            exact = dict(params).get("exactness", strat.exactness)
-            prov = Provenance(strat.name, strat.category, rule, site, params, exact)
-            try:
-                nb = program.with_body(body, check_inits=True)
-            except LeirError as e:
-                from .printer import body_to_str
-                invalid.append(Invalid(prov, body_to_str(body), e.message))
-                continue
-            text = nb.to_leir()
-            if text == program.to_leir():
-                continue
-            if text in found:
-                found[text].provenances.append(prov)
-            else:
-                found[text] = Neighbour(nb, [prov])
         for nb in found.values():
             nb.provenances.sort(key=self._prov_key)
-        out = sorted(found.values(), key=lambda n: self._prov_key(n.provenances[0]) + (n.leir,))
-        invalid.sort(key=lambda i: self._prov_key(i.provenance))
+        out = sorted(found.values(), key=lambda n: self._prov_key(n.provenances[0]))
+        # equal first provenances cannot be told apart by key: order those by text
+        i = 0
+        while i < len(out):
+            j = i + 1
+            k = self._prov_key(out[i].provenances[0])
+            while j < len(out) and self._prov_key(out[j].provenances[0]) == k:
+                j += 1
+            if j - i > 1:
+                out[i:j] = sorted(out[i:j], key=lambda n: n.leir)
+            i = j
+        invalid: list[Invalid] = []
+        if validate:
+            good = []
+            for nb in out:
+                try:
+                    nb.program
+                    good.append(nb)
+                except InvalidNeighbour as e:
+                    invalid.append(Invalid(nb.provenances[0], nb.leir, str(e)))
+            out = good
         return Enumeration(out, invalid, len(rows))
+
+    @staticmethod
+    def _add(found, ident, program, lo, hi, new, taken, prov):
+        nb = found.get(ident)
+        if nb is None:
+            found[ident] = Neighbour(program, lo, hi, new, taken, [prov])
+        else:
+            nb.provenances.append(prov)
 
     def _prov_key(self, p: Provenance):
         params = tuple((k, (0, v, "") if isinstance(v, int) else (1, 0, str(v))) for k, v in p.params)
@@ -379,7 +508,7 @@ def default_engine() -> Engine:
 
 def neighbours(program, strategies=None, categories=None) -> list[Neighbour]:
     """Convenience: the valid neighbours of ``program`` under the default engine."""
-    return default_engine().enumerate(program, strategies, categories).neighbours
+    return default_engine().enumerate(program, strategies, categories, validate=True).neighbours
 
 
 # ------------------------------------------------------------------ CLI
@@ -400,7 +529,7 @@ def main(argv=None) -> int:
     try:
         prog = load_program(args.program, args.name)
         eng = Engine(args.rules)
-        res = eng.enumerate(prog, args.strategy, args.category)
+        res = eng.enumerate(prog, args.strategy, args.category, validate=True)
     except LeirError as e:
         print(e.format(), file=sys.stderr)
         return 2

@@ -308,6 +308,15 @@ class Decoder:
         self._asts[k] = out
         return out
 
+    def list_keys(self, k: int) -> list[int]:
+        """Element keys of an interned Items/Loops/Exprs list key."""
+        out = []
+        key = self.key.keys[k]
+        while key[0] in ("ECons", "LCons", "ICons"):
+            out.append(key[1])
+            key = self.key.keys[key[2]]
+        return out
+
     def params(self, value) -> dict:
         """A Params list as an ordered dict."""
         out = {}
