@@ -614,6 +614,12 @@ class _Lowerer:
         ex = _ExprLowerer(self.info.buffers, out, self.elided)
         lhs = ex.load(eq.lhs)
         init = ei.eq.init
+        if init is not None and not all(isinstance(i, Var) or (isinstance(i, Num) and i.is_int)
+                                        for i in eq.lhs.index):
+            # T.init runs when all reduction variables are 0; with a composite LHS index several
+            # spatial iterations share an element, so that would re-initialise it.
+            raise LoweringError(f"reduction into '{name}' through a composite index: its implicit "
+                                "initialisation cannot be expressed with T.init", eq.lhs)
         if init is not None:
             self.emit(depth, "with T.init():")
             self.emit(depth + 1, f"{lhs} = {init_value(init, out)}")

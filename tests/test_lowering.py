@@ -405,3 +405,11 @@ def test_corpus_builds_and_runs_on_llvm(tvm):
     print(f"\ncorpus llvm: {ok}/{len(small)} programs (<= 2^27 points) built and ran in {time.time() - t0:.1f} s")
     assert rate >= 0.95, failures
     assert all(m for _, _, m in failures)
+
+
+def test_reduction_through_composite_index_is_refused():
+    p = P("B^{2}_{tx=0}L^{8}_{a=0}[X^{f32,g}_{tx,a//2}=X^{f32,g}_{tx,a//2}+A^{f32,g}_{tx,a};];"
+          "B^{2}_{tx=0}L^{4}_{a=0}[C^{f32,g}_{tx,a}=X^{f32,g}_{tx,a};];",
+          {"A": (F, (2, 8))}, {"C": (F, (2, 4))})
+    with pytest.raises(LoweringError, match="composite index"):
+        lower_to_tvmscript(p)
