@@ -385,6 +385,10 @@ def main(argv=None) -> int:
         if a.candidate:
             progs = load_programs(a.candidate)
             cand = next((p for p in progs if p.name == prog.name), progs[0])
+            try:
+                check_same_interface(prog, cand)
+            except LeirError as err:
+                raise err.located(a.candidate) from None
         r = verify(prog, cand, trials=a.trials, seed=a.seed, target=a.target, time=a.time,
                    tolerance=a.tolerance, arch=a.arch)
         if a.json:
