@@ -8,7 +8,7 @@ around the single writer), so hash-consed duplicates get the same answer.
 """
 from __future__ import annotations
 
-from .ast import Equation, Nest, Ref, Var, refs, walk
+from .ast import Compare, Equation, Nest, Ref, Var, refs, walk
 from .facts import affine, reduce_op
 
 
@@ -137,6 +137,12 @@ def _inline_producers(program) -> list[int]:
             continue
         if any(eq2.lhs.dtype != eq.lhs.dtype for k in readers for _, eq2 in _eqs(body[k])
                if x in {r.name for r in refs(eq2.rhs)}):
+            continue
+        if any(isinstance(n, Compare) for n in walk(eq.rhs)) and not all(
+                all(isinstance(e, Var) for e in r.index)
+                for k in readers for _, eq2 in _eqs(body[k]) for r in refs(eq2.rhs) if r.name == x):
+            # a guard such as 1<=c<129 protecting a read A_{c-1} stays checkable (leir.md 8,
+            # interval refinement) only while c stays a loop variable, not c*2+d
             continue
         inputs = {r.name for r in refs(eq.rhs)} | {x}
         if any(writes[k] & inputs for k in range(i + 1, readers[-1] + 1)):
