@@ -62,7 +62,11 @@ def main() -> int:
             times.append(row["translate_s"])
             row.update(translated=True, statements=len(tr.program.body))
             if not args.no_verify:
-                res = verify_translation(tr, inst.model, inst.inputs, args.trials)
+                try:
+                    res = verify_translation(tr, inst.model, inst.inputs, args.trials)
+                except Exception as e:  # noqa: BLE001 - a benchmark row, not a crash
+                    res = {"equal": False, "max_abs_err": None, "max_rel_err": None,
+                           "error": {"stage": "reference", "message": str(e).splitlines()[0]}}
                 row.update(equal=res["equal"], max_abs_err=res["max_abs_err"], max_rel_err=res["max_rel_err"],
                            error=res["error"])
                 if not res["equal"]:

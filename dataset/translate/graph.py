@@ -31,8 +31,10 @@ TORCH_DTYPE_CODES = {
 RULES: dict[str, Callable] = {}
 
 # ops that only rename their input (same values, shape and dtype)
-ALIAS_OPS = {"clone", "contiguous", "alias", "detach", "lift_fresh_copy", "dropout", "feature_dropout",
-             "alpha_dropout", "_to_copy", "to", "type_as", "view_as", "reshape_as", "expand_as"}
+ALIAS_OPS = {"alias", "detach", "lift_fresh_copy", "_to_copy", "to", "type_as", "view_as", "reshape_as",
+             "expand_as"}
+# identities the reference writes as a copy statement (leir.md A.4: contiguous, dropout)
+COPY_OPS = {"clone", "contiguous", "dropout", "feature_dropout", "alpha_dropout"}
 # ops whose tuple result the reference writes as one stacked tensor read back by getitem copies
 SPLIT_OPS = {"split", "split_with_sizes", "chunk", "unbind", "tensor_split"}
 # ops dropped from the graph: they have no value used by the output
@@ -424,6 +426,14 @@ class _Translator:
             return item
         if name in ALIAS_OPS and self._is_alias(n):
             return self.value(n.args[0])
+        if name in COPY_OPS:
+            if not self._is_alias(n):
+                raise located_error(f"unsupported operation {n.target}: random dropout cannot be translated "
+                                    "(use p=0 or eval mode)", n)
+            src = self.value(n.args[0])
+            out = TensorVal(self.names[n.name], src.dtype, src.shape)
+            self.em.map(out, lambda vs: src(*vs))
+            return out
         v = n.meta.get("val")
         out = None
         if isinstance(v, torch.Tensor) and n.name in self.names:

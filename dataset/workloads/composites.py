@@ -143,6 +143,8 @@ class Chain(nn.Module):
 
 def _valid(names) -> bool:
     head, tails = names[0], names[1:]
+    if not 2 <= len(names) <= 5:
+        return False
     rank = 2 if head in ("Gemm", "Matmul") else (5 if head == "Conv3d" else 4)
     pooled = 0
     for t in tails:
@@ -169,9 +171,9 @@ KERNELBENCH_STYLE = [
     "Conv2d_Mish_Tanh", "Conv2d_GELU_GlobalAvgPool", "Conv2d_Min_Tanh_Tanh", "Conv2d_Multiply_LeakyReLU_GELU",
     "Conv2d_AvgPool_Sigmoid_Sum", "Conv2d_HardSwish_ReLU", "Conv2d_GroupNorm_Tanh_HardSwish_ResidualAdd",
     "Conv2d_Scaling_Min", "Conv2d_Add_Scale_Sigmoid_GroupNorm", "Conv2d_MaxPool_Softplus_Scaling",
-    "Conv3d_HardSwish_ReLU_Softmax_Mean", "Conv3d_Softmax_MaxPool", "Conv3d_GroupNorm_Mean", "Conv3d_ReLU_LeakyReLU_GELU_Sigmoid_BiasAdd",
+    "Conv3d_HardSwish_ReLU_Softmax_Mean", "Conv3d_Softmax_MaxPool", "Conv3d_GroupNorm_Mean", "Conv3d_LeakyReLU_GELU_Sigmoid_BiasAdd",
     "Conv3d_Multiply_InstanceNorm_Clamp", "Conv3d_Divide_Max_GlobalAvgPool_BiasAdd_Sum",
-    "ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide", "ConvTranspose2d_GELU_GroupNorm",
+    "ConvTranspose2d_BiasAdd_Clamp_Scaling_Divide", "ConvTranspose2d_GELU_GroupNorm",
     "ConvTranspose2d_MaxPool_HardTanh_Mean_Tanh", "ConvTranspose2d_Softmax_BiasAdd_Scaling_Sigmoid",
     "ConvTranspose2d_Mish_Add_HardTanh_Scaling", "ConvTranspose2d_GlobalAvgPool_BiasAdd_LogSumExp_Sum",
 ]
