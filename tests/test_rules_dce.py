@@ -1,0 +1,53 @@
+"""rules/dce.egg: dead statements go, statements feeding the output never do."""
+import pytest
+
+from engine.ast import TensorDecl
+from engine.enumerate import Engine
+from engine.parser import parse_body
+from engine.program import make_program
+
+
+def prog(body, inputs, outputs):
+    decl = lambda d: tuple(TensorDecl(n, "f32", tuple(s)) for n, s in d.items())
+    return make_program("t", decl(inputs), decl(outputs), parse_body(body))
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine()
+
+
+LIVE = "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];"
+DEAD = "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}+1;];"
+
+
+def test_dead_statement_is_removed_and_output_is_identical(engine):
+    p = prog(DEAD + LIVE, {"A": [4, 8]}, {"C": [4, 8]})
+    res = engine.enumerate(p, ["dead_code_elimination"])
+    assert not res.invalid
+    assert [n.leir for n in res.neighbours] == [prog(LIVE, {"A": [4, 8]}, {"C": [4, 8]}).to_leir()]
+    from lowering.verify import verify
+    assert verify(p, res.neighbours[0].program, trials=3).equal
+
+
+def test_used_or_output_statements_stay(engine):
+    used = "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}+1;];" \
+           "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=E^{f32,g}_{tx,a}*2;];"
+    assert engine.enumerate(prog(used, {"A": [4, 8]}, {"C": [4, 8]}), ["dead_code_elimination"]).neighbours == []
+    # the output written twice (a product followed by a bias add): neither write is dead
+    two = "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];" \
+          "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=C^{f32,g}_{tx,a}+1;];"
+    assert engine.enumerate(prog(two, {"A": [4, 8]}, {"C": [4, 8]}), ["dead_code_elimination"]).neighbours == []
+
+
+def test_reference_coverage_cumsum_exclusive(engine):
+    from engine.files import load_programs
+    p = next(q for q in load_programs("/work/shared/corpus/programs.jsonl") if q.name == "cumsum_exclusive")
+    res = engine.enumerate(p, ["dead_code_elimination"])
+    assert res.neighbours and not res.invalid
+
+
+def test_metadata_bucket_is_decided():
+    from engine.rulebook import load_rulebook
+    s = load_rulebook().by_name()["dead_code_elimination"]
+    assert s.meta["difficulty"] == "medium" and "def-use" in s.meta["description"]

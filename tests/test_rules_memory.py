@@ -1,0 +1,119 @@
+"""rules/memory.egg: before/expected per rule, the S18 scope guard, corpus validity, numerics."""
+import json
+
+import pytest
+
+from engine.ast import TensorDecl
+from engine.enumerate import Engine
+from engine.parser import parse_body
+from engine.program import make_program
+
+MEMORY = ("cache_read_write", "layout_transformation", "set_storage_scope", "set_storage_layout",
+          "precompute_indices")
+
+
+def prog(body, inputs, outputs):
+    decl = lambda d: tuple(TensorDecl(n, "f32", tuple(s)) for n, s in d.items())
+    return make_program("t", decl(inputs), decl(outputs), parse_body(body))
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine()
+
+
+MM = ("B^{4}_{tx=0}L^{8}_{a=0}L^{6}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];",
+      {"A": [4, 6], "C": [6, 8]}, {"D": [4, 8]})
+TWO = ("B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];"
+       "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=E^{f32,g}_{tx,a}+1;];", {"A": [4, 8]}, {"C": [4, 8]})
+ONE = ("B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;C^{f32,g}_{tx,a}=E^{f32,g}_{tx,a}+1;];",
+       {"A": [4, 8]}, {"C": [4, 8]})
+POOL = ("B^{4}_{tx=0}L^{4}_{a=0}L^{2}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,a*2+c};];",
+        {"A": [4, 8]}, {"D": [4, 4]})
+
+CASES = [
+    ("cache_read_write", MM,
+     "B^{4}_{tx=0}L^{8}_{a=0}L^{6}_{c=0}[E^{f32,s}_{c,a}=C^{f32,g}_{c,a};"
+     "D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*E^{f32,s}_{c,a};];"),
+    ("cache_read_write", MM,
+     "B^{4}_{tx=0}L^{8}_{a=0}L^{6}_{c=0}[E^{f32,l}_{tx,c}=A^{f32,g}_{tx,c};"
+     "D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+E^{f32,l}_{tx,c}*C^{f32,g}_{c,a};];"),
+    ("layout_transformation", MM,
+     "L^{6}_{c=0}L^{8}_{a=0}[E^{f32,g}_{a,c}=C^{f32,g}_{c,a};];"
+     "B^{4}_{tx=0}L^{8}_{a=0}L^{6}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*E^{f32,g}_{a,c};];"),
+    ("set_storage_layout", TWO,
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{a,tx}=A^{f32,g}_{tx,a}*2;];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=E^{f32,g}_{a,tx}+1;];"),
+    ("set_storage_scope", ONE,
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,l}_{tx,a}=A^{f32,g}_{tx,a}*2;C^{f32,g}_{tx,a}=E^{f32,l}_{tx,a}+1;];"),
+    ("precompute_indices", POOL,
+     "L^{4}_{a=0}L^{2}_{c=0}[C^{i64,g}_{a,c}=a*2+c;];"
+     "B^{4}_{tx=0}L^{4}_{a=0}L^{2}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,C^{i64,g}_{a,c}};];"),
+]
+
+
+def _neigh(engine, p, s):
+    res = engine.enumerate(p, [s])
+    assert not res.invalid, [i.error for i in res.invalid]
+    return res.neighbours
+
+
+@pytest.mark.parametrize("strategy,case,after", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_before_expected(engine, strategy, case, after):
+    p = prog(*case)
+    got = [n.leir for n in _neigh(engine, p, strategy)]
+    assert prog(after, case[1], case[2]).to_leir() in got, got
+
+
+def test_scope_stays_global_across_statements(engine):
+    """S18 (b): E crosses two statements, so neither shared nor local is offered."""
+    assert _neigh(engine, prog(*TWO), "set_storage_scope") == []
+
+
+def test_scope_inverse_goes_back_to_global(engine):
+    p = prog(*ONE)
+    for n in _neigh(engine, p, "set_storage_scope"):
+        back = [m.leir for m in _neigh(engine, n.program, "set_storage_scope")]
+        assert p.to_leir() in back
+
+
+def test_layout_inverse_is_itself(engine):
+    p = prog(*TWO)
+    for n in _neigh(engine, p, "set_storage_layout"):
+        assert p.to_leir() in [m.leir for m in _neigh(engine, n.program, "set_storage_layout")]
+
+
+def test_sample_verifies_equal(engine):
+    from lowering.verify import verify
+    checked = 0
+    for case in (MM, TWO, ONE, POOL):
+        p = prog(*case)
+        for s in MEMORY:
+            for n in _neigh(engine, p, s)[:2]:
+                r = verify(p, n.program, trials=3)
+                assert r.equal, (n.provenances[0].rule, n.leir, r)
+                checked += 1
+    assert checked >= 10
+
+
+def test_corpus_neighbours_are_valid_and_cover_the_reference(engine):
+    from engine.files import load_programs
+    progs = {p.name: p for p in load_programs("/work/shared/corpus/programs.jsonl")}
+    cov = [json.loads(l) for l in open("/work/shared/corpus/reference_coverage.jsonl")]
+    missing = []
+    for rec in cov:
+        p = progs[rec["name"]]
+        for s in MEMORY:
+            if s in rec["strategies"] and not _neigh(engine, p, s):
+                missing.append((rec["name"], s))
+    # set_storage_scope misses are by decision: the reference sets s/l on intermediates that
+    # cross statements, which S18 (b) rejects (no GPU meaning; lowers to racing global memory).
+    # The other misses are known gaps of this first version (reported): transposition-only
+    # layouts (no reshape of rank-1 intermediates), copies only for value-position reads with
+    # plain-variable indices, and three index-entry shapes for precompute_indices. The bound
+    # keeps the gap from growing unnoticed.
+    gaps = {}
+    for name, s in missing:
+        if s != "set_storage_scope":
+            gaps.setdefault(s, []).append(name)
+    assert sum(map(len, gaps.values())) <= 40, gaps
