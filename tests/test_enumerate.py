@@ -1,0 +1,212 @@
+"""One-step enumeration over the corpus: validity, coverage, determinism, CLI, verification."""
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from engine.ast import equations
+from engine.enumerate import Engine, loop_names, tensor_names
+from engine.files import program_from_json
+from tests.conftest import CORPUS, ROOT, SHARED, corpus_records
+
+COVERAGE = SHARED / "corpus" / "reference_coverage.jsonl"
+# Reference applications we deliberately do not reproduce: each changes the kind of an
+# extent-1 loop (a no-op, strategies.md S15 "extent-1 vectorisations change nothing"), or
+# unrolls a 131072-iteration loop (beyond the reference's own 1024 bound).
+UNSOUND_OR_NOOP = {
+    ("Sum_reduction_over_a_dimension", "loop_vectorization"),
+    ("Matrix_vector_multiplication", "loop_parallelization"),
+    ("Matrix_vector_multiplication", "loop_unrolling"),
+    ("Matrix_vector_multiplication", "loop_vectorization"),
+}
+LOWERING_GAP = "through a composite index"
+
+pytestmark = pytest.mark.skipif(not CORPUS.exists(), reason="shared corpus not available")
+
+
+@pytest.fixture(scope="module")
+def eng(tmp_path_factory):
+    d = tmp_path_factory.mktemp("oprules")
+    for f in ("leir.egg", "operator.egg"):
+        shutil.copy(ROOT / "rules" / f, d / f)
+    return Engine(d)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return [program_from_json(r) for r in corpus_records()]
+
+
+@pytest.fixture(scope="module")
+def results(eng, corpus):
+    return {p.name: eng.enumerate(p) for p in corpus}
+
+
+def test_fresh_name_sequences():
+    names = list(zip(range(21), loop_names()))
+    assert [n for _, n in names][:3] == ["a", "c", "d"] and names[19][1] == "aa" and names[20][1] == "ac"
+    t = [n for _, n in zip(range(22), tensor_names())]
+    assert t[:3] == ["A", "C", "D"] and t[20:22] == ["Aa", "Ac"]
+
+
+def test_every_neighbour_is_valid(results, corpus):
+    """Every neighbour re-analyses with the initialisation its rule built (reduced: a
+    deterministic slice of each program's neighbours; the slow test checks all)."""
+    checked = 0
+    for p in corpus:
+        nbs = results[p.name].neighbours
+        for nb in nbs[:: max(1, len(nbs) // 40)]:
+            nb.program  # raises InvalidNeighbour on a rule bug
+            checked += 1
+    assert checked > 2000
+
+
+@pytest.mark.slow
+def test_every_neighbour_is_valid_full(results, corpus):
+    for p in corpus:
+        for nb in results[p.name].neighbours:
+            nb.program
+
+
+def test_reference_coverage(eng, results):
+    ops = {s.name for s in eng.book.strategies}
+    missing = set()
+    for line in COVERAGE.read_text().splitlines():
+        rec = json.loads(line)
+        got = {pr.strategy for n in results[rec["name"]].neighbours for pr in n.provenances}
+        missing |= {(rec["name"], s) for s in set(rec["strategies"]) & ops - got}
+    assert missing == UNSOUND_OR_NOOP
+
+
+def test_documented_exceptions_are_noops(corpus):
+    """The exceptions really are extent-1 kind changes (every other serial loop is a
+    reduction axis, or beyond the vectorisation bound 64) or over-long unrolls."""
+    from engine.ast import loop_vars
+    byname = {p.name: p for p in corpus}
+    for name, strat in UNSOUND_OR_NOOP:
+        for n in byname[name].body:
+            lhs_vars = set().union(*(loop_vars(i) for _, eq in equations((n,)) for i in eq.lhs.index))
+            for l in n.loops:
+                if l.kind != "L" or l.extent == 1:
+                    continue
+                if strat == "loop_unrolling":
+                    assert l.extent >= 1024
+                elif strat == "loop_vectorization":
+                    assert l.var not in lhs_vars or l.extent > 64
+                else:
+                    assert l.var not in lhs_vars
+
+
+def test_inverse_fires_on_partner_outputs(eng, corpus):
+    for p in corpus[:12]:
+        for nb in eng.enumerate(p, ["loop_split"]).neighbours[:3]:
+            back = {m.leir for m in eng.enumerate(nb.program, ["loop_fusion"]).neighbours}
+            assert p.to_leir() in back, (p.name, nb.leir)
+
+
+def test_neighbours_merge_and_keep_provenances(eng):
+    from engine.parser import parse_body
+    from engine.program import make_program
+    from engine.ast import TensorDecl
+    # splitting c by 2 then nothing else, vs the two identical statements: each position
+    # gives its own neighbour; identical results of different sites merge
+    p = make_program("t", [TensorDecl("A", "f32", (4, 4))], [TensorDecl("D", "f32", (4, 4))],
+                     parse_body("B^{4}_{tx=0}L^{4}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a};];"
+                                "B^{4}_{tx=0}L^{4}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a};];"))
+    res = eng.enumerate(p, ["loop_unrolling"])
+    assert [n.provenances[0].site for n in res.neighbours] == [(0,), (1,)]
+    # reorder of a 2-loop pointwise nest and nothing else: one neighbour per site
+    texts = [n.leir for n in res.neighbours]
+    assert len(set(texts)) == 2
+
+
+def test_two_runs_byte_identical():
+    rec = corpus_records()[2]
+    path = ROOT / ".pytest_cache" / "enum_prog.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(rec))
+    outs = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-m", "engine.enumerate", str(path), "--json"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=300)
+        outs.append(r.stdout)
+    assert outs[0] == outs[1] and outs[0].count("\n") > 10
+    first = json.loads(outs[0].splitlines()[0])
+    assert {"strategy", "category", "rule", "site", "params", "leir"} <= set(first)
+
+
+def test_cli_limit_filter_and_errors(tmp_path):
+    rec = corpus_records()[0]
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(rec))
+    r = subprocess.run([sys.executable, "-m", "engine.enumerate", str(f), "--strategy", "loop_split",
+                        "--json", "--limit", "3"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert len(lines) == 3 and {x["strategy"] for x in lines} == {"loop_split"}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(dict(rec, leir="B^{4}_{tx=0}[D^{f32,g}_{tx}=;];")))
+    r = subprocess.run([sys.executable, "-m", "engine.enumerate", str(bad)], capture_output=True, text=True,
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 2 and "error:" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, "-m", "engine.enumerate", str(f), "--strategy", "nope"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 2 and "unknown strategy" in r.stderr
+
+
+def _points(p):
+    tot = 0
+    for loops, _ in equations(p.body):
+        n = 1
+        for l in loops:
+            n *= l.extent
+        tot += n
+    return tot
+
+
+def _sample(results, corpus, per_strategy, max_points):
+    out = []
+    for p in corpus:
+        if _points(p) > max_points:
+            continue
+        by = {}
+        for n in results[p.name].neighbours:
+            by.setdefault(n.provenances[0].strategy, []).append(n)
+        for s in sorted(by):
+            ranked = sorted(by[s], key=lambda n: hashlib.sha256(n.leir.encode()).hexdigest())
+            out += [(p, n) for n in ranked[:per_strategy]]
+    return out
+
+
+def _verify_sample(sample):
+    from lowering.verify import verify
+    bad, gap, equal = [], [], 0
+    for p, n in sample:
+        r = verify(p, n.program, trials=3)
+        if r.equal:
+            equal += 1
+        elif r.error and LOWERING_GAP in str(r.error.get("message", "")):
+            gap.append(n.leir)
+        else:
+            bad.append((p.name, n.provenances[0].rule, n.leir, r.error, r.max_abs_err))
+    return equal, gap, bad
+
+
+def test_sample_verifies_equal(tvm, results, corpus):
+    """A deterministic sample verifies Equal on 3 trials (reduced; the slow test has >= 500).
+
+    Known lowering gap: a reduction whose output is indexed by a split axis (``f*2+tx``)
+    does not build yet (lowering cannot express its T.init); reported, counted apart.
+    """
+    equal, gap, bad = _verify_sample(_sample(results, corpus, 1, 300_000))
+    assert not bad, bad
+    assert equal >= 50
+
+
+@pytest.mark.slow
+def test_sample_of_500_verifies_equal(tvm, results, corpus):
+    equal, gap, bad = _verify_sample(_sample(results, corpus, 4, 2_000_000))
+    assert not bad, bad
+    assert equal >= 500
