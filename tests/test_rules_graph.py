@@ -305,6 +305,6 @@ def test_sample_verifies_equal(engine, tvm):
 
 @pytest.mark.slow
 def test_large_sample_verifies_equal(engine, tvm):
-    pairs = sample(engine, 60)
+    pairs = sample(engine, 90)
     assert len(pairs) >= 250
     _verify(pairs)
