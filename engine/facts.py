@@ -376,6 +376,9 @@ def program_facts(program, enc):
     # (3) operation identity
     rep = [("Repeated", k) for k, c in sorted(expr_counts.items()) if c >= 2]
     attention_facts(program, enc, per_key, pair)  # issue 4B section below
+    memory_dce_facts(program, enc, glob, per_key)  # issue 4A section below
+    from .facts_graph import graph_facts  # issue 3 part 2: graph level (rules/graph.egg)
+    graph_facts(program, enc, per_key, pair)
     return glob, per_key, pair, rep
 
 
@@ -471,3 +474,119 @@ def attention_facts(program, enc, per_key: dict, pair: list) -> None:
                     if loop is not None and _read_indices(s, x) <= {ix, prev} \
                             and jx == _subst(ix, last.name, Num(str(loop.extent - 1))):
                         pair.append(("ReadFinal", keys[i], keys[j], x, last.name))
+
+
+# ------------------------------------------------------------------ issue 4A: memory and dce
+# Facts for rules/memory.egg and rules/dce.egg (declared in the "issue 4A" section of
+# rules/leir.egg): liveness, scopes and ranks of tensors, and the S18 scope legality.
+
+
+def _refs4a(item):
+    """Every tensor reference of an item (both sides, indices included)."""
+    for _, eq in _equations(item, ()) if isinstance(item, Nest) else [((), item)]:
+        yield eq.lhs
+        for r in [r for i in eq.lhs.index for r in refs(i)] + list(refs(eq.rhs)):
+            yield r
+
+
+def _scope_ok(nest: Nest, name: str, scope: str) -> bool:
+    """S18 decision (b): may ``name``, used only inside top-level ``nest``, live in ``scope``?
+
+    Mirrors where the TIR lowering allocates a shared/local buffer: under the statement's
+    leading bound loops (all of them for local, the blockIdx ones for shared), each of which
+    must index the buffer by itself in one fixed dimension (every thread / block owns its
+    slice); a local buffer must not be touched under any further bound loop, and a shared
+    one under no further blockIdx loop.
+    """
+    return _slice_ok(nest, [r for r in _refs4a(nest) if r.name == name], scope)
+
+
+def _slice_ok(nest: Nest, rs: list, scope: str) -> bool:
+    """Placement check of ``_scope_ok`` for the buffer accesses ``rs`` inside ``nest``."""
+    lead = 0
+    while lead < len(nest.loops) and nest.loops[lead].kind == "B":
+        lead += 1
+    if scope == "s":
+        n = 0
+        while n < lead and nest.loops[n].var.startswith("b"):
+            n += 1
+        lead = n
+    used: set[int] = set()
+    for l in nest.loops[:lead]:
+        dims = [d for d in range(len(rs[0].index)) if d not in used and
+                all(len(r.index) == len(rs[0].index) and r.index[d] == Var(l.var) for r in rs)]
+        if not dims:
+            return False
+        used.add(dims[0])
+    inner = [l for l in _all_loops(nest) if l.kind == "B"][lead:]
+    if scope == "l":
+        return not inner
+    return not any(l.var.startswith("b") for l in inner)
+
+
+def memory_dce_facts(program, enc, glob: list, per_key: dict) -> None:
+    body = program.body
+    info = program.info
+    users: dict[str, list[int]] = {}
+    scopes: dict[str, set] = {}
+    ranks: dict[str, set] = {}
+    for i, nest in enumerate(body):
+        for r in _refs4a(nest):
+            lst = users.setdefault(r.name, [])
+            if not lst or lst[-1] != i:
+                lst.append(i)
+            scopes.setdefault(r.name, set()).add(r.scope)
+            ranks.setdefault(r.name, set()).add(len(r.index))
+    keys = [enc.path_key[(i,)] for i in range(len(body))]
+    for name in sorted(users):
+        if len(scopes[name]) == 1:
+            glob.append(("TensorScope", name, next(iter(scopes[name]))))
+        if len(ranks[name]) == 1:
+            glob.append(("TensorRank", name, next(iter(ranks[name]))))
+        first = users[name][0]
+        if all(enc.path_key[(j,)] != keys[first] for j in range(first)):
+            per_key.setdefault(keys[first], set()).add(("FirstUse", name))
+        buf = info.buffers.get(name)
+        if buf is None or buf.role != "intermediate":
+            continue
+        glob.append(("ScopeOK", name, "g"))
+        if len(users[name]) == 1:
+            for sc in ("l", "s"):
+                if _scope_ok(body[users[name][0]], name, sc):
+                    glob.append(("ScopeOK", name, sc))
+    # dead statements: every tensor written is an intermediate that no later statement reads
+    ws = [{eq.lhs.name for _, eq in _equations(n, ())} for n in body]
+    reads_later = [set() for _ in body]
+    acc: set = set()
+    for i in range(len(body) - 1, -1, -1):
+        reads_later[i] = set(acc)
+        acc |= {r.name for _, eq in _equations(body[i], ()) for r in
+                list(refs(eq.rhs)) + [r for x in eq.lhs.index for r in refs(x)]}
+    dead_at: dict[int, bool] = {}
+    for i, n in enumerate(body):
+        dead = all(info.buffers[x].role == "intermediate" and x not in reads_later[i] for x in ws[i])
+        k = keys[i]
+        dead_at[k] = dead_at.get(k, True) and dead
+    # cache reads (CacheOK s X sc): top-level single-equation nest s reads X (never writes it,
+    # never inside an index); a copy N of X's read index, made in s itself, may live in sc.
+    for i, n in enumerate(body):
+        if len(n.body) != 1 or not isinstance(n.body[0], Equation) or keys[i] != enc.path_key[(i,)]:
+            continue
+        eq = n.body[0]
+        if info.buffers[eq.lhs.name].dtype not in ("f16", "bf16", "f32", "f64"):
+            continue
+        in_index = {r.name for x in [*eq.lhs.index] for r in refs(x)}
+        for r in refs(eq.rhs):
+            for x in r.index:
+                in_index |= {q.name for q in refs(x)}
+        reads = [r for r in refs(eq.rhs)]
+        for name in sorted({r.name for r in reads}):
+            if name == eq.lhs.name or name in in_index:
+                continue
+            rs = [Ref(name + "#", r.dtype, r.scope, r.index) for r in reads if r.name == name]
+            for sc in ("l", "s"):
+                if _slice_ok(n, rs, sc):
+                    per_key.setdefault(keys[i], set()).add(("CacheOK", name, sc))
+    for k, dead in dead_at.items():
+        if dead and all(len(p) == 1 for p in enc.item_paths.get(k, ())):
+            per_key.setdefault(k, set()).add(("Dead",))

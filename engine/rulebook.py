@@ -36,7 +36,7 @@ SPEC_STRATEGIES: dict[str, tuple[str, str]] = {
     "tensor_split_to_decouple_operators": ("graph", "difficult"),
     "common_subexpression_elimination": ("graph", "difficult"),
     "expression_reorder": ("graph", "medium"),
-    "dead_code_elimination": ("graph", "difficult"),
+    "dead_code_elimination": ("graph", "medium"),  # open decision 2, settled in rules/dce.egg
     "loop_reorder": ("operator", "medium"),
     "loop_tiling": ("operator", "difficult"),
     "loop_split": ("operator", "difficult"),
