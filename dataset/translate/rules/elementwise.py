@@ -274,7 +274,7 @@ def _gelu(ctx):
 
 @rule("selu")
 def _selu(ctx):
-    return _unary(ctx, lambda x: 1.0507010221481323 * (vmax(0, x) + vmin(0, 1.6732631921768188 * (exp(x) - 1))))
+    return _unary(ctx, lambda x: 1.0507009873554805 * (vmax(0, x) + vmin(0, 1.6732632423543772 * (exp(x) - 1))))
 
 
 @rule("elu")
