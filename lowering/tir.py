@@ -50,11 +50,13 @@ from __future__ import annotations
 
 import argparse
 import keyword
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
 from engine.ast import DTYPES, BinOp, Call, Compare, Equation, Nest, Num, Ref, Unary, Var, walk
+from engine.printer import expr_to_str
 
 from .errors import LoweringError
 from .types import WEAK_FLOAT, WEAK_INT, concrete, is_float, is_int, promote, real_type
@@ -127,6 +129,11 @@ def _independent(var: str, items) -> bool:
         if _private_dim(var, [r for r, _ in acc if r.name == name]) is None:
             return False
     return True
+
+
+def _plain_entry(e) -> bool:
+    """An index entry that is a loop variable or an integer literal."""
+    return isinstance(e, Var) or (isinstance(e, Num) and e.is_int)
 
 
 def _binding_tag(var: str) -> str:
@@ -332,10 +339,12 @@ _OR, _AND, _CMP, _ADD, _MUL, _UNARY, _ATOM = 1, 2, 3, 4, 5, 6, 9
 class _ExprLowerer:
     """Typed translation of one equation's expressions (see ``lowering.types``)."""
 
-    def __init__(self, buffers, out_dtype: str, elided: dict[str, tuple[int, ...]]):
+    def __init__(self, buffers, out_dtype: str, elided: dict[str, tuple[int, ...]], axes=None):
         self.buffers = buffers
         self.out = out_dtype
         self.elided = elided
+        self.axes = axes or {}  # index expression -> the block variable bound to it
+        self.var_text = block_var  # how a loop variable is written (block var, or loop var in a binding)
 
     # -- types -------------------------------------------------------------------------------
     def ty(self, e, ctx: str) -> str:
@@ -399,7 +408,7 @@ class _ExprLowerer:
     def _bare(self, e, t: str, ctx: str) -> tuple[str, int]:
         """Text of ``e`` computed in its own (concrete) type ``t``, with its precedence level."""
         if isinstance(e, Var):  # block variables are int32
-            return self.cast(block_var(e.name), "int32", t), _ATOM
+            return self.cast(self.var_text(e.name), "int32", t), _ATOM
         if isinstance(e, Ref):
             return self.load(e), _ATOM
         if isinstance(e, Unary):
@@ -450,6 +459,9 @@ class _ExprLowerer:
         for d, i in enumerate(r.index):
             if d in drop:
                 continue
+            if i in self.axes:
+                idx.append(self.axes[i])
+                continue
             t = self.ty(i, "index")
             if is_float(t):
                 raise LoweringError(f"index '{i}' of '{r.name}' is not an integer", r)
@@ -473,6 +485,7 @@ class _Lowerer:
         self.eq_infos = list(self.info.equations)
         self.eq_pos = 0
         self.sites, self.launches, self.func_level, self.elided, self.shapes = _place_scoped(prog, target)
+        self.composite_inits = self._plan_composite_inits()
 
     def emit(self, depth: int, text: str):
         self.lines.append(INDENT * depth + text)
@@ -551,8 +564,100 @@ class _Lowerer:
             k += 1
         return depth
 
+    # -- reductions through a composite LHS index --------------------------------------------
+    def _plan_composite_inits(self) -> dict[int, str]:
+        """{equation position: "axis" | "pre"} for reductions whose LHS index is composite.
+
+        "axis": the spatial-variables -> element map is injective, so every element has one
+        spatial iteration and ``T.init`` (run when all reduction variables are 0) initialises
+        it exactly before its first update; the composite entries become
+        ``T.axis.spatial(extent, binding)`` block variables (lowering.md 3.3).
+        "pre": several spatial iterations share an element, so ``T.init`` would reset it at
+        each; instead a separate nest over the spatial loops stores the identity into every
+        element the equation touches, just before its top-level statement. That is exact
+        when nothing else in the statement writes the tensor (the equation is the tensor's
+        first writer in the program, so before its first update an element is unwritten),
+        the index reads no tensor, and the tensor is visible outside the statement.
+        Anything else is a ``LoweringError``.
+        """
+        from .injective import is_injective
+        plan: dict[int, str] = {}
+        scoped = {name for site in self.sites.values() for name, _, _ in site.buffers}
+        for k, ei in enumerate(self.eq_infos):
+            eq = ei.eq
+            if ei.eq.init is None or all(_plain_entry(i) for i in eq.lhs.index):
+                continue
+            red = set(ei.reduction_axes)
+            extents = {l.var: l.extent for l in ei.loops if l.var not in red}
+            if is_injective(eq.lhs.index, extents):
+                plan[k] = "axis"
+                continue
+            name = eq.lhs.name
+            why = None
+            if any(isinstance(n, Ref) for i in eq.lhs.index for n in walk(i)):
+                why = "the index reads a tensor, so the elements it touches are only known at run time"
+            elif name in scoped:
+                why = f"'{name}' is allocated inside the statement, so it cannot be initialised before it"
+            else:
+                for other in self.eq_infos:
+                    if other is not ei and other.path[0] == ei.path[0] and other.eq.lhs.name == name:
+                        why = (f"another equation of the same statement also writes '{name}', so "
+                               "initialising it up front would change that equation's result")
+                        break
+            if why is not None:
+                raise LoweringError(f"reduction into '{name}' through a composite index that several "
+                                    f"spatial iterations share: its implicit initialisation cannot be "
+                                    f"expressed ({why})", eq.lhs)
+            plan[k] = "pre"
+        return plan
+
+    def _pre_init(self, depth: int, ei):
+        """A nest over ``ei``'s spatial loops storing the reduction identity (see above)."""
+        eq = ei.eq
+        red = set(ei.reduction_axes)
+        loops = [l for l in ei.loops if l.var not in red]
+        if self.target == "cuda":
+            self.emit(depth, f'for {LAUNCH_VAR} in T.thread_binding(1, thread="blockIdx.x"):')
+            depth += 1
+        depth = self.loops(depth, loops, ["serial"] * len(loops))
+        name = eq.lhs.name
+        key = f"{name}_init"
+        n = self.block_names.get(key, 0)
+        self.block_names[key] = n + 1
+        self.emit(depth, f'with T.sblock("{key}{"" if n == 0 else f"_{n}"}"):')
+        depth += 1
+        if loops:
+            self.emit(depth, f"{', '.join(block_var(l.var) for l in loops)} = T.axis.remap("
+                             f"\"{'S' * len(loops)}\", [{', '.join(py_name(l.var) for l in loops)}])")
+        out = tvm_dtype(self.info.buffers[name].dtype)
+        ex = _ExprLowerer(self.info.buffers, out, self.elided)
+        self.emit(depth, f"{ex.load(eq.lhs)} = {init_value(eq.init, out)}")
+
+    def _spatial_axes(self, depth: int, ei, taken: set[str]) -> dict:
+        """Emit ``T.axis.spatial`` block variables for the composite LHS entries of ``ei``."""
+        eq = ei.eq
+        shape = self.info.buffers[eq.lhs.name].shape
+        binder = _ExprLowerer(self.info.buffers, "int32", {})
+        binder.var_text = py_name
+        axes = {}
+        for d, entry in enumerate(eq.lhs.index):
+            if _plain_entry(entry) or entry in axes:
+                continue
+            base = "v_" + "_".join(re.findall(r"[A-Za-z0-9]+", expr_to_str(entry)))
+            name, j = base, 0
+            while name in taken:
+                j += 1
+                name = f"{base}_{j}"
+            taken.add(name)
+            axes[entry] = name
+            self.emit(depth, f"{name} = T.axis.spatial({shape[d]}, {binder.value(entry, 'int32', 'index')})")
+        return axes
+
     # -- statements --------------------------------------------------------------------------
     def statement(self, i: int, nest: Nest):
+        for k, mode in self.composite_inits.items():
+            if mode == "pre" and self.eq_infos[k].path[0] == i:
+                self._pre_init(1, self.eq_infos[k])
         depth = 1
         if i in self.launches or (self.target == "cuda" and not _has_bound(nest)):
             self.emit(depth, f'for {LAUNCH_VAR} in T.thread_binding(1, thread="blockIdx.x"):')
@@ -610,16 +715,14 @@ class _Lowerer:
         kinds = "".join("R" if v in red else "S" for v in vars_)
         self.emit(depth, f"{', '.join(block_var(v) for v in vars_)} = T.axis.remap(\"{kinds}\", "
                          f"[{', '.join(py_name(v) for v in vars_)}])")
+        mode = self.composite_inits.get(self.eq_pos - 1)
+        axes = {}
+        if mode == "axis":
+            axes = self._spatial_axes(depth, ei, {block_var(v) for v in vars_})
         out = tvm_dtype(self.info.buffers[name].dtype)
-        ex = _ExprLowerer(self.info.buffers, out, self.elided)
+        ex = _ExprLowerer(self.info.buffers, out, self.elided, axes)
         lhs = ex.load(eq.lhs)
-        init = ei.eq.init
-        if init is not None and not all(isinstance(i, Var) or (isinstance(i, Num) and i.is_int)
-                                        for i in eq.lhs.index):
-            # T.init runs when all reduction variables are 0; with a composite LHS index several
-            # spatial iterations share an element, so that would re-initialise it.
-            raise LoweringError(f"reduction into '{name}' through a composite index: its implicit "
-                                "initialisation cannot be expressed with T.init", eq.lhs)
+        init = None if mode == "pre" else ei.eq.init
         if init is not None:
             self.emit(depth, "with T.init():")
             self.emit(depth + 1, f"{lhs} = {init_value(init, out)}")

@@ -407,9 +407,124 @@ def test_corpus_builds_and_runs_on_llvm(tvm):
     assert all(m for _, _, m in failures)
 
 
-def test_reduction_through_composite_index_is_refused():
+# --------------------------------------------------------------------------- composite LHS index
+
+
+SPLIT_SUM = P("L^{2}_{f=0}B^{4}_{tx=0}L^{8}_{c=0}[D^{f32,g}_{f*4+tx}=D^{f32,g}_{f*4+tx}+A^{f32,g}_{f*4+tx,c};];",
+              {"A": (F, (8, 8))}, {"D": (F, (8,))}, "split_sum")
+SPLIT_SUM_TIR = '''@T.prim_func(s_tir=True)
+def main(A: T.Buffer((8, 8), "float32"), D: T.Buffer((8,), "float32")):
+    T.func_attr({"tir.noalias": True})
+    for f, tx, c in T.grid(2, 4, 8):
+        with T.sblock("D"):
+            v_f, v_tx, v_c = T.axis.remap("SSR", [f, tx, c])
+            v_f_4_tx = T.axis.spatial(8, f * 4 + tx)
+            with T.init():
+                D[v_f_4_tx] = T.float32(0)
+            D[v_f_4_tx] = D[v_f_4_tx] + A[v_f_4_tx, v_c]
+'''
+HALVES = P("B^{2}_{tx=0}L^{3}_{c=0}L^{8}_{a=0}[X^{f32,g}_{tx,a//2}=max(X^{f32,g}_{tx,a//2},A^{f32,g}_{tx,c,a});];"
+           "B^{2}_{tx=0}L^{4}_{a=0}[C^{f32,g}_{tx,a}=X^{f32,g}_{tx,a};];",
+           {"A": (F, (2, 3, 8))}, {"C": (F, (2, 4))}, "halves")
+HALVES_TIR = '''@T.prim_func(s_tir=True)
+def main(A: T.Buffer((2, 3, 8), "float32"), C: T.Buffer((2, 4), "float32")):
+    T.func_attr({"tir.noalias": True})
+    X = T.alloc_buffer((2, 4), "float32")
+    for tx, a in T.grid(2, 8):
+        with T.sblock("X_init"):
+            v_tx, v_a = T.axis.remap("SS", [tx, a])
+            X[v_tx, T.floordiv(v_a, 2)] = -T.float32("inf")
+    for tx in T.parallel(2):
+        for c, a in T.grid(3, 8):
+            with T.sblock("X"):
+                v_tx, v_c, v_a = T.axis.remap("SRS", [tx, c, a])
+                X[v_tx, T.floordiv(v_a, 2)] = T.max(X[v_tx, T.floordiv(v_a, 2)], A[v_tx, v_c, v_a])
+    for tx in T.parallel(2):
+        for a in range(4):
+            with T.sblock("C"):
+                v_tx, v_a = T.axis.remap("SS", [tx, a])
+                C[v_tx, v_a] = X[v_tx, v_a]
+'''
+
+
+def test_injectivity_of_lhs_index_maps():
+    from engine.parser import parse_body
+    from lowering.injective import is_injective
+
+    def idx(text):  # the LHS index of a one-equation body
+        return parse_body(f"L^{{1}}_{{a=0}}[X^{{f32,g}}_{{{text}}}=0;];")[0].body[0].lhs.index
+
+    ext = {"f": 2, "tx": 4, "a": 8, "c": 3, "d": 1}
+    assert is_injective(idx("f*4+tx"), ext)
+    assert is_injective(idx("tx+f*4"), ext)
+    assert is_injective(idx("f*(-4)+tx+7"), ext)          # signs do not matter for mixed radix
+    assert is_injective(idx("f*4+tx,c"), ext)
+    assert is_injective(idx("a//2,a%2"), ext)             # by enumeration
+    assert is_injective(idx("d*5+c"), ext)                # extent-1 variables are fixed
+    assert is_injective(idx("a,a+c,c"), ext)               # variables determined across entries
+    assert not is_injective(idx("f*3+tx"), ext)           # f=1,tx=0 and f=0,tx=3 collide
+    assert not is_injective(idx("a//2"), ext)
+    assert not is_injective(idx("a+c"), ext)
+    assert not is_injective(idx("a%4,c"), ext)
+    big = {"a": 1 << 12, "c": 1 << 12}
+    assert is_injective(idx("a*4096+c"), big)             # symbolic, no enumeration
+    assert not is_injective(idx("a//2+c*2048,a%2"), big)  # undecided above the enumeration limit: no
+
+
+def test_split_reduction_tir_uses_spatial_axis_and_init():
+    assert lower_to_tvmscript(SPLIT_SUM) == SPLIT_SUM_TIR
+
+
+def test_exec_split_reduction(tvm):
+    a = _rng().standard_normal((8, 8), dtype=np.float32)
+    np.testing.assert_allclose(run(SPLIT_SUM, {"A": a})["D"], a.sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_exec_split_reduction_without_reduction_axis_and_tiled_2d(tvm):
+    p = P("L^{2}_{f=0}L^{4}_{g=0}[D^{f32,g}_{f*4+g}=D^{f32,g}_{f*4+g}+A^{f32,g}_{f*4+g};];",
+          {"A": (F, (8,))}, {"D": (F, (8,))})
+    a = _rng().standard_normal((8,), dtype=np.float32)
+    np.testing.assert_array_equal(run(p, {"A": a})["D"], a)
+    q = P("L^{2}_{f=0}L^{3}_{g=0}L^{2}_{h=0}L^{4}_{c=0}[D^{f32,g}_{f*2+h,g}=D^{f32,g}_{f*2+h,g}*A^{f32,g}_{f*2+h,g,c};];",
+          {"A": (F, (4, 3, 4))}, {"D": (F, (4, 3))})
+    assert "T.axis.spatial(4, f * 2 + h)" in lower_to_tvmscript(q)
+    a = _rng().standard_normal((4, 3, 4), dtype=np.float32)
+    np.testing.assert_allclose(run(q, {"A": a})["D"], a.prod(2), rtol=1e-6, atol=0)
+
+
+def test_shared_reduction_into_composite_index_is_initialised_up_front():
+    assert lower_to_tvmscript(HALVES) == HALVES_TIR
+    cuda = lower_to_tvmscript(HALVES, "cuda")
+    assert 'for b_launch in T.thread_binding(1, thread="blockIdx.x"):\n        for tx, a in T.grid(2, 8):\n' \
+           '            with T.sblock("X_init"):' in cuda
+
+
+def test_exec_shared_reduction_into_composite_index(tvm):
+    a = _rng().standard_normal((2, 3, 8), dtype=np.float32)
+    np.testing.assert_array_equal(run(HALVES, {"A": a})["C"], a.reshape(2, 3, 4, 2).max((1, 3)))
     p = P("B^{2}_{tx=0}L^{8}_{a=0}[X^{f32,g}_{tx,a//2}=X^{f32,g}_{tx,a//2}+A^{f32,g}_{tx,a};];"
           "B^{2}_{tx=0}L^{4}_{a=0}[C^{f32,g}_{tx,a}=X^{f32,g}_{tx,a};];",
           {"A": (F, (2, 8))}, {"C": (F, (2, 4))})
-    with pytest.raises(LoweringError, match="composite index"):
-        lower_to_tvmscript(p)
+    a = _rng(1).standard_normal((2, 8), dtype=np.float32)
+    np.testing.assert_allclose(run(p, {"A": a})["C"], a.reshape(2, 4, 2).sum(2), rtol=1e-6, atol=1e-6)
+
+
+def test_cuda_source_for_composite_index_reductions(tvm):
+    p = P("B^{2}_{bx=0}B^{4}_{tx=0}L^{8}_{c=0}[D^{f32,g}_{bx*4+tx}=D^{f32,g}_{bx*4+tx}+A^{f32,g}_{bx*4+tx,c};];",
+          {"A": (F, (8, 8))}, {"D": (F, (8,))})
+    src = cuda_source(p)
+    assert "if (c == 0) {" in src and "__global__" in src
+    assert "__global__" in cuda_source(HALVES)
+
+
+@pytest.mark.parametrize("leir, inputs, outputs, why", [
+    ("L^{8}_{a=0}[X^{f32,g}_{a//2}=X^{f32,g}_{a//2}+A^{f32,g}_{a};X^{f32,g}_{a//2+4}=A^{f32,g}_{a};];"
+     "L^{8}_{a=0}[C^{f32,g}_{a}=X^{f32,g}_{a};];", {"A": (F, (8,))}, {"C": (F, (8,))}, "also writes 'X'"),
+    ("B^{4}_{bx=0}[L^{8}_{a=0}[X^{f32,s}_{bx,a//2}=X^{f32,s}_{bx,a//2}+A^{f32,g}_{bx,a};];"
+     "L^{4}_{a=0}[C^{f32,g}_{bx,a}=X^{f32,s}_{bx,a};];];", {"A": (F, (4, 8))}, {"C": (F, (4, 4))},
+     "allocated inside the statement"),
+])
+def test_non_injective_reduction_that_cannot_be_initialised_is_refused(leir, inputs, outputs, why):
+    with pytest.raises(LoweringError, match="composite index that several spatial iterations share") as e:
+        lower_to_tvmscript(P(leir, inputs, outputs))
+    assert why in e.value.message and e.value.line == 1
