@@ -651,7 +651,7 @@ def _pad_axes(nest: Nest) -> list[tuple[str, int, int, int]]:
 
 
 def _slide(nest: Nest, h: str, p: int):
-    """(c, m, k) when nest is  X_O = X_O + e  (init 0) reading h only as h_R with R[p] = c+f.
+    """(c, m, k) when nest is  X_O = X_O + e  (init 0) reading h exactly once, as h_R with R[p] = c+f.
 
     c is an L loop occurring in the equation only as O's entry Var c and inside R[p]; f is an
     L loop absent from O (a reduction axis; every reduction axis is an L loop); e does not read X.
@@ -664,7 +664,7 @@ def _slide(nest: Nest, h: str, p: int):
         return None
     e = eq.rhs.rhs
     hs = [r for r in refs(e) if r.name == h]
-    if x.name == h or not hs or any(r != hs[0] for r in hs) or len(hs[0].index) <= p:
+    if x.name == h or len(hs) != 1 or len(hs[0].index) <= p:  # h read once: the weight never reads h
         return None
     for ref in refs(e):  # h never inside another tensor's index
         if any(r.name == h for i in ref.index for r in refs(i)):

@@ -189,6 +189,13 @@ def test_guard_second_pair_depends_on_first(engine):
     assert len(texts(engine, conv1d())) == 1
 
 
+def test_guard_weight_reads_the_padded_tensor(engine):
+    # X = X + H*H-like windows: the "weight" reads H itself, so it cannot be shared by the fused conv
+    w = "H^{f32,g}_{tx,d,c+f}"
+    text = PAD_A + CONV_D.replace("G^{f32,g}_{a,d,f}", w) + PAD_C + CONV_E.replace("G^{f32,g}_{a,d,f}", w) + SUM
+    assert texts(engine, conv1d(text)) == []
+
+
 def test_guard_accumulating_onto_written_value(engine):
     # D already holds a bias: its conv has no zero init, so it cannot be split off a fused conv
     bias = "B^{2}_{tx=0}L^{4}_{a=0}L^{10}_{c=0}[D^{f32,g}_{tx,a,c}=G^{f32,g}_{a,0,0};];"
