@@ -443,6 +443,9 @@ class _ExprLowerer:
             return (parts[0], _CMP) if len(parts) == 1 else (" and ".join(parts), _AND)
         if isinstance(e, Call):
             f = e.func
+            if f == "erf" and t in ("float16", "bfloat16"):
+                # LLVM has no half-precision erf intrinsic: compute in f32 and round once.
+                return self.cast(f"T.erf({self.value(e.args[0], 'float32', ctx)})", "float32", t), _ATOM
             if f in ("exp", "log", "sqrt", "erf", "abs"):
                 return f"T.{f}({self.value(e.args[0], t, ctx)})", _ATOM
             if f in ("max", "min"):
