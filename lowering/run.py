@@ -31,6 +31,11 @@ class Built:
 _CACHE: dict[tuple[str, str, str], Built] = {}
 
 
+def clear_build_cache() -> None:
+    """Forget every compiled program (long sweeps over many programs bound their memory this way)."""
+    _CACHE.clear()
+
+
 def _tvm_target(target: str, arch: str):
     if target == "cuda":
         return cuda_target(arch)

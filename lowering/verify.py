@@ -14,6 +14,10 @@ Strict tolerance (the default; lowering.md 6.3)
   positions. sqrt(n) is the usual growth of rounding error in a reordered sum of n terms;
   the atol scale makes cancellation near zero in a large-magnitude output tolerable.
 
+Exact (``mode="exact"``, for rewrites documented as bitwise-exact)
+  Every element identical: the same value (``-0.0`` equals ``0.0``) or NaN at the same
+  position; integer and bool outputs identical as in strict mode.
+
 Reference tolerance (``mode="reference"``, for comparison only)
   The Step-TP reference's rule (lowering.md 6.2 item 6): positions holding the same NaN or
   the same infinity are ignored; equal when rtol <= 5e-3 or atol <= 1e-7 or MSE <= 1e-5,
@@ -44,7 +48,9 @@ STRICT_FORMULA = ("|actual-expected| <= atol + rtol*|expected|, rtol = 16*eps*sq
                   "atol = 16*eps*sqrt(n)*max(1, max|expected|); ints and bools exact; NaN/inf positions equal")
 REFERENCE_FORMULA = ("reference: rtol<=5e-3 or atol<=1e-7 or mse<=1e-5 or (float16 and atol<1.5) "
                      "or (float32 and atol<1e-3); same NaN/inf positions ignored")
-MODES = ("strict", "reference")
+EXACT_FORMULA = "actual == expected element-wise (NaN at the same positions); no tolerance"
+MODES = ("strict", "reference", "exact")
+_FORMULAS = {"strict": STRICT_FORMULA, "reference": REFERENCE_FORMULA, "exact": EXACT_FORMULA}
 
 
 @dataclass
@@ -86,7 +92,7 @@ def _eps(name: str) -> float:
 def compare(actual, expected, dtype: str, reduction_length: int = 1, mode: str = "strict") -> Comparison:
     """Compare two arrays of one output (``dtype``: a LEIR code such as "f32" or a numpy name)."""
     if mode not in MODES:
-        raise ValueError(f"unknown tolerance mode '{mode}' (expected strict or reference)")
+        raise ValueError(f"unknown tolerance mode '{mode}' (expected {', '.join(MODES)})")
     name = _np_name(dtype)
     n = max(1, int(reduction_length))
     a = np.asarray(actual)
@@ -109,7 +115,7 @@ def compare(actual, expected, dtype: str, reduction_length: int = 1, mode: str =
     nonfinite_bad = int(np.count_nonzero(_classes(a64) != _classes(e64)))
     fin = np.isfinite(a64) & np.isfinite(e64)
     eps = _eps(name)
-    rtol = K_STRICT * eps * math.sqrt(n)
+    rtol = 0.0 if mode == "exact" else K_STRICT * eps * math.sqrt(n)
     scale = float(np.max(np.abs(e64[fin]))) if fin.any() else 0.0
     atol = rtol * max(1.0, scale)
     d = np.abs(a64[fin] - e64[fin])
@@ -241,7 +247,7 @@ def verify(program, candidate=None, trials: int = 3, seed: int = 0, target: str 
     from .run import build, run_built, summarize_times, time_built
 
     if tolerance not in MODES:
-        raise LeirError(f"unknown tolerance '{tolerance}' (expected strict or reference)")
+        raise LeirError(f"unknown tolerance '{tolerance}' (expected {', '.join(MODES)})")
     if trials < 1:
         raise LeirError("--trials must be at least 1")
     if candidate is not None:
@@ -250,7 +256,7 @@ def verify(program, candidate=None, trials: int = 3, seed: int = 0, target: str 
     if candidate is not None:
         n = max(n, reduction_length(candidate))
     res = VerifyResult(program.name, None if candidate is None else candidate.name, target, trials, seed,
-                       {"mode": tolerance, "formula": STRICT_FORMULA if tolerance == "strict" else REFERENCE_FORMULA,
+                       {"mode": tolerance, "formula": _FORMULAS[tolerance],
                         "k": K_STRICT if tolerance == "strict" else None, "reduction_length": n})
     subject = program if candidate is None else candidate
     if candidate is not None:

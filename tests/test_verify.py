@@ -92,6 +92,21 @@ def test_reference_mode_reproduces_the_loose_rule():
     assert not compare(np.array([3.0], np.float16), np.array([2.0], np.float16), "f16").equal
 
 
+def test_exact_mode_allows_no_rounding_difference():
+    eps = float(np.finfo(np.float32).eps)
+    e = np.array([1.0, -0.0, np.nan, np.inf, 3.5], np.float32)
+    a = np.array([1.0, 0.0, np.nan, np.inf, 3.5], np.float32)
+    c = compare(a, e, "f32", mode="exact")
+    assert c.equal and c.mode == "exact" and c.atol == 0.0 and c.rtol == 0.0
+    one_ulp = e.copy()
+    one_ulp[0] = np.float32(1 + eps)
+    assert compare(one_ulp, e, "f32").equal                       # strict tolerates it
+    c = compare(one_ulp, e, "f32", mode="exact")
+    assert not c.equal and c.mismatches == 1 and c.max_abs_err == pytest.approx(eps)
+    assert not compare(np.array([np.nan], np.float32), np.array([1.0], np.float32), "f32", mode="exact").equal
+    assert not compare(np.array([2, 3]), np.array([2, 4]), "i32", mode="exact").equal
+
+
 # --------------------------------------------------------------------------- verify
 
 
@@ -119,6 +134,14 @@ def test_verify_not_equal_with_error_figures(tvm, programs, which):
 def test_verify_const_change_passes_reference_tolerance(tvm, programs):
     # the reference's loose rule accepts a 1e-4 relative perturbation that the strict rule rejects
     assert verify(programs["orig"], programs["const"], tolerance="reference").equal is True
+
+
+def test_verify_exact_tolerance(tvm, programs):
+    r = verify(programs["orig"], programs["renamed"], trials=2, tolerance="exact")
+    assert r.ok and r.equal and r.max_abs_err == 0.0 and r.tolerance["mode"] == "exact"
+    assert "no tolerance" in r.tolerance["formula"] and r.tolerance["k"] is None
+    r = verify(programs["orig"], programs["const"], trials=1, tolerance="exact")
+    assert r.equal is False and r.max_abs_err > 0
 
 
 def test_verify_trials_use_fresh_inputs(tvm, programs):
