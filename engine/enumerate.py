@@ -78,6 +78,24 @@ class Provenance:
         return dict(self.params)
 
 
+def resolve_provenance(p: Provenance, names: dict) -> Provenance:
+    """``p`` with every placeholder parameter value (``#...``) replaced through ``names``.
+
+    A placeholder the body does not use cannot be named consistently: it is an error in
+    the rule that wrote it, reported rather than printed raw.
+    """
+    if not any(isinstance(v, str) and v.startswith("#") for _, v in p.params):
+        return p
+    params = []
+    for k, v in p.params:
+        if isinstance(v, str) and v.startswith("#"):
+            if v not in names:
+                raise InvalidNeighbour(f"{p.rule}: parameter {k}={v} names a placeholder the result does not use")
+            v = names[v]
+        params.append((k, v))
+    return replace(p, params=tuple(params))
+
+
 class _Lazy:
     """New top-level statements, decoded from interned keys only when needed."""
 
@@ -104,12 +122,22 @@ class Neighbour:
     failure raises ``InvalidNeighbour``.
     """
 
-    __slots__ = ("base", "lo", "hi", "_new", "_taken", "provenances", "_body", "_leir", "_names", "_program")
+    __slots__ = ("base", "lo", "hi", "_new", "_taken", "raw_provenances", "_provs", "_body", "_leir", "_names",
+                 "_program")
 
     def __init__(self, base, lo: int, hi: int, new, taken: set, provenances):
         self.base, self.lo, self.hi, self._new, self._taken = base, lo, hi, new, taken
-        self.provenances = provenances
-        self._body = self._leir = self._names = self._program = None
+        self.raw_provenances = provenances      # as the rules wrote them (placeholders unresolved)
+        self._body = self._leir = self._names = self._program = self._provs = None
+
+    @property
+    def provenances(self) -> list:
+        """Every way this neighbour was obtained, best first, with fresh-name placeholders
+        in the parameters replaced by the names this neighbour actually uses."""
+        if self._provs is None:
+            names = self.fresh_names
+            self._provs = [resolve_provenance(p, names) for p in self.raw_provenances]
+        return self._provs
 
     def _materialise(self):
         new = self._new() if callable(self._new) else self._new
@@ -141,7 +169,7 @@ class Neighbour:
             try:
                 self._program = self.base.with_body(self.body, check_inits=True)
             except LeirError as e:
-                raise InvalidNeighbour(f"{self.provenances[0].rule}: {e.message}") from e
+                raise InvalidNeighbour(f"{self.raw_provenances[0].rule}: {e.message}") from e
         return self._program
 
     def to_json(self) -> dict:
@@ -311,25 +339,43 @@ class Engine:
         self.eg = b.EGraph()
         for filename, text in self.book.programs():
             self.eg.run_program(*self.eg.parse_program(text, filename=filename))
-        self._schedules: dict[tuple, list] = {}
+        self._schedules: dict[tuple | None, list] = {}
+        self._combined: set[str] = set()
+        self._depth = 0                      # open push scopes on self.eg (queries only)
+        self._declared = set(self.eg.freeze().functions)
+        self._checked: set[str] = set()
+
+    def _ruleset(self, selected: tuple[str, ...] | None) -> str:
+        """The ruleset that runs exactly the selected strategies for one iteration.
+
+        A subset of several strategies needs a combined ruleset. egglog keeps rulesets in
+        the e-graph state that push/pop saves and restores, so a ruleset declared inside a
+        query's push would vanish at its pop while the schedule cache still named it (the
+        "no entry found for key" panic). Combined rulesets are therefore declared only at
+        the top level (``self._depth == 0``), once per subset, and live as long as the engine.
+        """
+        if selected is None:
+            return "step"
+        if len(selected) == 1:
+            return self.strategies[selected[0]].ruleset
+        name = "q_" + "_".join(str(self.order[s]) for s in selected)
+        if name not in self._combined:
+            if self._depth:
+                raise RuntimeError("combined rulesets must be declared outside a query's push/pop")
+            self.eg.run_program(b.UnstableCombinedRuleset(SP, name, [self.strategies[s].ruleset for s in selected]))
+            self._combined.add(name)
+        return name
 
     def _schedule(self, selected: tuple[str, ...] | None) -> list:
         """Commands: saturate analysis, one step of the selected rulesets, saturate compute."""
-        if selected not in self._schedules:
-            if selected is None:
-                rs = "step"
-            else:
-                rs = "q_" + "_".join(str(self.order[s]) for s in selected)
-                if len(selected) == 1:
-                    rs = self.strategies[selected[0]].ruleset
-                else:
-                    names = " ".join(self.strategies[s].ruleset for s in selected)
-                    self.eg.run_program(*self.eg.parse_program(f"(unstable-combined-ruleset {rs} {names})"))
+        sched = self._schedules.get(selected)
+        if sched is None:
+            rs = self._ruleset(selected)
             text = (f"(run-schedule (saturate (run analysis)))"
                     f"(run {rs} 1)"
                     f"(run-schedule (saturate (run compute)))")
-            self._schedules[selected] = self.eg.parse_program(text)
-        return self._schedules[selected]
+            sched = self._schedules[selected] = self.eg.parse_program(text)
+        return sched
 
     def select(self, strategies=None, categories=None) -> tuple[str, ...] | None:
         if not strategies and not categories:
@@ -346,8 +392,20 @@ class Engine:
                 raise LeirError(f"unknown strategy '{s}' (known: {', '.join(sorted(self.strategies))})")
         return tuple(names)
 
+    def _check_relations(self, names) -> None:
+        """Every relation the Python analyses produce must be declared by the rule files:
+        egglog itself panics while formatting the error for an unknown one."""
+        for rel in names:
+            if rel not in self._checked:
+                if rel not in self._declared:
+                    raise LeirError(f"engine.facts produced a fact for '{rel}', which no rule file declares "
+                                    f"(declare it in {self.book.files[0]})")
+                self._checked.add(rel)
+
     def _fact_commands(self, program, enc) -> list:
         glob, per_key, pairs, rep = program_facts(program, enc)
+        self._check_relations({f[0] for f in glob} | {f[0] for fs in per_key.values() for f in fs} |
+                              {f[0] for f in pairs} | ({"Repeated"} if rep else set()))
         cmds = []
 
         def arg(x):
@@ -385,6 +443,7 @@ class Engine:
         eg = self.eg
         schedule = self._schedule(selected)  # before push: a combined ruleset must outlive the pop
         eg.run_program(b.Push(1))
+        self._depth += 1
         try:
             eg.run_program(*cmds)
             eg.run_program(*schedule)
@@ -403,6 +462,7 @@ class Engine:
             rows = [(rel, lk, dec.key_of(rv), rule, ps) for rel, lk, rv, rule, ps in rows]
         finally:
             eg.run_program(b.Pop(SP, 1))
+            self._depth -= 1
         return self._expand(program, enc, dec, rows, validate)
 
     def _expand(self, program, enc, dec, rows, validate: bool) -> Enumeration:
@@ -458,14 +518,14 @@ class Engine:
             else:
                 raise LeirError("StepExpr rows are not supported yet by the expander")
         for nb in found.values():
-            nb.provenances.sort(key=self._prov_key)
-        out = sorted(found.values(), key=lambda n: self._prov_key(n.provenances[0]))
+            nb.raw_provenances.sort(key=self._prov_key)
+        out = sorted(found.values(), key=lambda n: self._prov_key(n.raw_provenances[0]))
         # equal first provenances cannot be told apart by key: order those by text
         i = 0
         while i < len(out):
             j = i + 1
-            k = self._prov_key(out[i].provenances[0])
-            while j < len(out) and self._prov_key(out[j].provenances[0]) == k:
+            k = self._prov_key(out[i].raw_provenances[0])
+            while j < len(out) and self._prov_key(out[j].raw_provenances[0]) == k:
                 j += 1
             if j - i > 1:
                 out[i:j] = sorted(out[i:j], key=lambda n: n.leir)
@@ -477,8 +537,9 @@ class Engine:
                 try:
                     nb.program
                     good.append(nb)
+                    nb.provenances
                 except InvalidNeighbour as e:
-                    invalid.append(Invalid(nb.provenances[0], nb.leir, str(e)))
+                    invalid.append(Invalid(nb.raw_provenances[0], nb.leir, str(e)))
             out = good
         return Enumeration(out, invalid, len(rows))
 
@@ -488,7 +549,7 @@ class Engine:
         if nb is None:
             found[ident] = Neighbour(program, lo, hi, new, taken, [prov])
         else:
-            nb.provenances.append(prov)
+            nb.raw_provenances.append(prov)
 
     def _prov_key(self, p: Provenance):
         params = tuple((k, (0, v, "") if isinstance(v, int) else (1, 0, str(v))) for k, v in p.params)

@@ -210,3 +210,55 @@ def test_sample_of_500_verifies_equal(tvm, results, corpus):
     equal, gap, bad = _verify_sample(_sample(results, corpus, 4, 2_000_000))
     assert not bad, bad
     assert equal >= 500
+
+
+def test_repeated_multi_strategy_queries(corpus):
+    """Regression: a multi-strategy subset queried a second time used to panic in egglog
+    (its combined ruleset had been declared inside a query's push and lost at the pop)."""
+    eng = Engine()
+    names = [s.name for s in eng.book.strategies]
+    subsets = [["loop_split", "loop_reorder"], names[:6], names[-5:], ["online_softmax", "loop_unrolling"], None]
+    first = {}
+    for rnd in range(2):
+        for s in subsets:
+            for p in corpus[:4]:
+                texts = [n.leir for n in eng.enumerate(p, s).neighbours]
+                key = (tuple(s or ()), p.name)
+                if rnd == 0:
+                    first[key] = texts
+                else:
+                    assert texts == first[key], key
+    assert sum(len(v) for v in first.values()) > 100
+    assert eng._depth == 0
+
+
+def test_placeholders_resolved_in_provenance():
+    """Fresh-name placeholders never leak into parameters: they carry the name in the body."""
+    from engine.files import load_program
+    eng = Engine()
+    p = load_program(str(ROOT / "examples" / "softmax.leir"))
+    nbs = eng.enumerate(p, ["normal_loop_max_to_prefix_max"], validate=True).neighbours
+    assert nbs
+    for nb in nbs:
+        for pv in nb.provenances:
+            assert not any(isinstance(v, str) and v.startswith("#") for _, v in pv.params), pv.params
+        prefix = dict(nb.provenances[0].params)["prefix"]
+        assert prefix in nb.fresh_names.values() and f"{prefix}^{{" in nb.leir
+        assert "#" not in json.dumps(nb.to_json())
+    r = subprocess.run([sys.executable, "-m", "engine.enumerate", str(ROOT / "examples" / "softmax.leir"),
+                        "--strategy", "normal_loop_max_to_prefix_max"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 0 and "prefix=" in r.stdout and "#" not in r.stdout
+
+
+def test_undeclared_fact_relation_is_a_clear_error(tmp_path, corpus):
+    """A Python fact naming a relation no rule file declares is reported, not an egglog panic."""
+    from engine.diagnostics import LeirError
+    text = (ROOT / "rules" / "leir.egg").read_text()
+    assert "(relation FirstUse (Item String))" in text
+    (tmp_path / "leir.egg").write_text(text.replace("(relation FirstUse (Item String))", ""))
+    shutil.copy(ROOT / "rules" / "operator.egg", tmp_path / "operator.egg")
+    eng = Engine(tmp_path)
+    with pytest.raises(LeirError, match="'FirstUse', which no rule file declares"):
+        eng.enumerate(corpus[0])
+    assert eng._depth == 0
