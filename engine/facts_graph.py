@@ -199,6 +199,8 @@ def graph_facts(program, enc, per_key: dict, pair: list) -> None:
     for i in _inline_producers(program):
         per_key[enc.path_key[(i,)]].add(("InlineProducer",))
     reorder_facts(program, enc, pair)
+    from .facts_tensor import tensor_facts  # S5/S6: tensor concat / split (engine/facts_tensor.py)
+    tensor_facts(program, enc, per_key, pair)
 
 
 def _range(entry, extents) -> tuple[int, int] | None:
