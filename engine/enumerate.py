@@ -575,6 +575,18 @@ def neighbours(program, strategies=None, categories=None) -> list[Neighbour]:
 # ------------------------------------------------------------------ CLI
 
 
+def neighbour_records(prog, neighbours) -> list[dict]:
+    """Neighbours as corpus-format program records (same known tensors) with their provenance."""
+    base = prog.to_json()
+    out = []
+    for i, nb in enumerate(neighbours):
+        d = nb.to_json()
+        rec = {"name": f"{prog.name}.{i}.{d['strategy']}", "inputs": base["inputs"],
+               "outputs": base["outputs"], "leir": d.pop("leir"), "provenance": d}
+        out.append(rec)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m engine.enumerate",
                                  description="List the one-step neighbours of a LEIR program.")
@@ -585,18 +597,13 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="one JSON object per line")
     ap.add_argument("--limit", type=int, default=None, help="print at most N neighbours")
     ap.add_argument("--rules", default=None, help="rules directory (default: the project's rules/)")
+    ap.add_argument("--emit-jsonl", metavar="OUT",
+                    help="also write the listed neighbours as corpus-format program records (one per line), "
+                         "ready for `python -m lowering.verify PROG OUT --name NAME`")
     args = ap.parse_args(argv)
-    from .files import load_program
-    try:
-        prog = load_program(args.program, args.name)
-        eng = Engine(args.rules)
-        res = eng.enumerate(prog, args.strategy, args.category, validate=True)
-    except LeirError as e:
-        print(e.format(), file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    from .files import load_program, write_atomic
+    prog = load_program(args.program, args.name)
+    res = Engine(args.rules).enumerate(prog, args.strategy, args.category, validate=True)
     shown = res.neighbours if args.limit is None else res.neighbours[:args.limit]
     for nb in shown:
         if args.json:
@@ -606,6 +613,10 @@ def main(argv=None) -> int:
             extra = f" (+{len(nb.provenances) - 1} more)" if len(nb.provenances) > 1 else ""
             ps = ",".join(f"{k}={v}" for k, v in p.params)
             print(f"{p.strategy}\t{p.rule}\tsite={'.'.join(map(str, p.site))}\t{ps}{extra}\n  {nb.leir}")
+    if args.emit_jsonl:
+        recs = neighbour_records(prog, shown)
+        write_atomic(args.emit_jsonl, "".join(json.dumps(r) + "\n" for r in recs))
+        print(f"wrote {len(recs)} neighbour program(s) to {args.emit_jsonl}", file=sys.stderr)
     for bad in res.invalid:
         p = bad.provenance
         print(f"error: rule {p.rule} produced an invalid program at site {list(p.site)}: {bad.error}\n"
@@ -614,4 +625,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .cli import run_cli
+    sys.exit(run_cli(main))

@@ -300,3 +300,18 @@ def program_to_json(p: Program) -> dict:
     decl = lambda d: {"name": d.name, "dtype": d.dtype, "shape": list(d.shape)}  # noqa: E731
     return {"name": p.name, "inputs": [decl(d) for d in p.inputs],
             "outputs": [decl(d) for d in p.outputs], "leir": p.to_leir()}
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a killed job never leaves a half-written file."""
+    import os
+    import tempfile
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent if str(p.parent) else ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
