@@ -24,6 +24,10 @@ def run_cli(main: Callable[[list[str] | None], int], argv: list[str] | None = No
     except LeirError as err:
         report(err)
         return EXIT_USER_ERROR
+    except OSError as err:  # unreadable input, unwritable output: the user's to fix
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"{where}error: {err.strerror or err}", file=sys.stderr)
+        return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

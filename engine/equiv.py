@@ -34,20 +34,13 @@ def main(argv=None) -> int:
         return 2
     from .enumerate import Engine
     from .files import load_program
-    try:
-        a = load_program(args.a, args.name_a)
-        b = load_program(args.b, args.name_b)
-        if {d.name: d for d in a.known} != {d.name: d for d in b.known}:
-            raise LeirError("the two programs declare different known tensors")
-        eng = Engine(args.rules)
-        ex = explore(eng, a, Limits(args.steps, args.max_nodes, args.max_time, args.max_memory),
-                     target=b.to_leir(), strategies=args.strategy, categories=args.category)
-    except LeirError as e:
-        print(e.format(), file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    a = load_program(args.a, args.name_a)
+    b = load_program(args.b, args.name_b)
+    if {d.name: d for d in a.known} != {d.name: d for d in b.known}:
+        raise LeirError("the two programs declare different known tensors", file=args.b)
+    eng = Engine(args.rules)
+    ex = explore(eng, a, Limits(args.steps, args.max_nodes, args.max_time, args.max_memory),
+                 target=b.to_leir(), strategies=args.strategy, categories=args.category)
     if ex.found is not None:
         path = ex.path(ex.found)
         print(f"reachable in {len(path)} step(s)")
@@ -61,4 +54,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .cli import run_cli
+    sys.exit(run_cli(main))

@@ -28,30 +28,22 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the verification inputs (default 0)")
     args = ap.parse_args(argv)
 
-    from engine.diagnostics import LeirError
-    try:
-        from .kernelbench import load, parse_override
-        overrides = dict(parse_override(s) for s in args.sets)
-        loaded = load(args.file, overrides, args.dtype, args.seed)
-        from .graph import translate
-        tr = translate(loaded.model, loaded.inputs, args.name or loaded.name)
-        prog = tr.program
-        text = json.dumps(prog.to_json()) + "\n" if args.json and not args.verify else prog.to_leir_file()
-        if args.output:
-            with open(args.output, "w") as f:
-                f.write(text)
-        elif not (args.verify and args.json):
-            sys.stdout.write(text)
-        if not args.verify:
-            return 0
-        from .verify import verify_translation
-        res = verify_translation(tr, loaded.model, loaded.fresh_inputs, args.trials, args.seed)
-    except LeirError as e:
-        print(e.format(), file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    from engine.files import write_atomic
+    from .graph import translate
+    from .kernelbench import load, parse_override
+    overrides = dict(parse_override(s) for s in args.sets)
+    loaded = load(args.file, overrides, args.dtype, args.seed)
+    tr = translate(loaded.model, loaded.inputs, args.name or loaded.name)
+    prog = tr.program
+    text = json.dumps(prog.to_json()) + "\n" if args.json and not args.verify else prog.to_leir_file()
+    if args.output:
+        write_atomic(args.output, text)
+    elif not (args.verify and args.json):
+        sys.stdout.write(text)
+    if not args.verify:
+        return 0
+    from .verify import verify_translation
+    res = verify_translation(tr, loaded.model, loaded.fresh_inputs, args.trials, args.seed)
     if args.json:
         print(json.dumps(res))
     else:
@@ -63,4 +55,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from engine.cli import run_cli
+    sys.exit(run_cli(main))
