@@ -92,7 +92,7 @@ def load(path: str | Path, overrides: Optional[dict[str, Any]] = None, dtype: Op
     import torch
     path = Path(path)
     if not path.is_file():
-        raise LeirError(f"cannot read '{path}': no such file")
+        raise LeirError("cannot read file: no such file", file=str(path))
     name = path.stem
     spec = importlib.util.spec_from_file_location(f"_kernelbench_{abs(hash(str(path.resolve())))}", path)
     mod = importlib.util.module_from_spec(spec)
