@@ -11,6 +11,12 @@ The text is generated from the analysed program (``program.info``), deterministi
 * an equation with an implied initialisation gets ``with T.init():``; TVM runs it when
   all reduction variables are 0, which is the first update of each element under LEIR's
   sequential order;
+* a reduction whose LHS index is composite (``D_{f*4+tx}`` after a split) keeps ``T.init``
+  when the spatial-variables -> element map is injective (``lowering.injective``), with
+  each composite entry bound to a ``T.axis.spatial(extent, f * 4 + tx)`` block variable;
+  when several spatial iterations share an element (``X_{a//2}``) a separate nest over
+  the spatial loops stores the identity first (``X_init``), which is exact when nothing
+  else in the statement writes the tensor; other cases are a ``LoweringError``;
 * nested sub-nests become nested loops under the shared outer loops;
 * types follow ``lowering.types`` (every conversion is an explicit ``T.Cast``).
 
