@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 import egglog.bindings as b
 
 from .ast import Equation, Loop, Nest, Ref, Var, transform
+from .compute import ComputeRules, Unsupported
 from .diagnostics import LeirError
 from .facts import program_facts
 from .printer import body_to_str
@@ -339,6 +340,10 @@ class Engine:
         self.eg = b.EGraph()
         for filename, text in self.book.programs():
             self.eg.run_program(*self.eg.parse_program(text, filename=filename))
+        self.compute = ComputeRules(text for _, text in self.book.programs())
+        self._run_compute = self.eg.parse_program("(run-schedule (saturate (run compute)))")
+        self.compute_fallbacks = 0           # queries whose helpers needed egglog's compute ruleset
+        self.python_compute = True           # False: always saturate the compute ruleset in egglog
         self._schedules: dict[tuple | None, list] = {}
         self._combined: set[str] = set()
         self._depth = 0                      # open push scopes on self.eg (queries only)
@@ -367,13 +372,14 @@ class Engine:
         return name
 
     def _schedule(self, selected: tuple[str, ...] | None) -> list:
-        """Commands: saturate analysis, one step of the selected rulesets, saturate compute."""
+        """Commands: saturate analysis, one step of the selected rulesets. The helper terms the
+        step built are evaluated in Python while decoding (engine.compute), not by saturating
+        the compute ruleset, unless evaluation gives up (then ``_decode_rows`` runs it)."""
         sched = self._schedules.get(selected)
         if sched is None:
             rs = self._ruleset(selected)
             text = (f"(run-schedule (saturate (run analysis)))"
-                    f"(run {rs} 1)"
-                    f"(run-schedule (saturate (run compute)))")
+                    f"(run {rs} 1)")
             sched = self._schedules[selected] = self.eg.parse_program(text)
         return sched
 
@@ -447,23 +453,36 @@ class Engine:
         try:
             eg.run_program(*cmds)
             eg.run_program(*schedule)
-            frozen = eg.freeze()
-            dec = Decoder(eg, frozen, interner, enc.orig)
-            rows = []
-            for rel in ("Step", "StepItems", "StepExpr"):
-                fn = frozen.functions.get(rel)
-                if fn is None:
-                    continue
-                for row in fn.rows:
-                    lhs, rhs, rule, params = row.inputs
-                    rows.append((rel, dec.key_of(lhs), rhs, eg.value_to_string(rule),
-                                 tuple(dec.params(params).items())))
-            # read every key while the e-graph still holds the query (pop discards it)
-            rows = [(rel, lk, dec.key_of(rv), rule, ps) for rel, lk, rv, rule, ps in rows]
+            try:
+                if not self.python_compute:
+                    raise Unsupported("disabled")
+                dec, rows = self._decode_rows(interner, enc, compute=True)
+            except (Unsupported, KeyError, RecursionError):
+                self.compute_fallbacks += 1
+                eg.run_program(*self._run_compute)
+                dec, rows = self._decode_rows(interner, enc, compute=False)
         finally:
             eg.run_program(b.Pop(SP, 1))
             self._depth -= 1
         return self._expand(program, enc, dec, rows, validate)
+
+    def _decode_rows(self, interner, enc, compute: bool):
+        """(decoder, [(relation, lhs key, rhs key, rule, params)]) of the Step rows, read while
+        the e-graph still holds the query (pop discards it)."""
+        eg = self.eg
+        frozen = eg.freeze()
+        dec = Decoder(eg, frozen, interner, enc.orig, self.compute if compute else None)
+        rows = []
+        functions = frozen.functions     # a property that converts every table: read it once
+        for rel in ("Step", "StepItems", "StepExpr"):
+            fn = functions.get(rel)
+            if fn is None:
+                continue
+            for row in fn.rows:
+                lhs, rhs, rule, params = row.inputs
+                rows.append((rel, dec.key_of(lhs), rhs, eg.value_to_string(rule),
+                             tuple(dec.params(params).items())))
+        return dec, [(rel, lk, dec.key_of(rv), rule, ps) for rel, lk, rv, rule, ps in rows]
 
     def _expand(self, program, enc, dec, rows, validate: bool) -> Enumeration:
         """Splice each Step into the original body at every occurrence; merge identical ones.

@@ -223,20 +223,66 @@ def encode(body, interner: Interner, root_name: str = "$prog") -> Encoded:
 class Decoder:
     """Reads terms back from a frozen e-graph (schema constructors only)."""
 
-    def __init__(self, egraph, frozen, interner: Interner, orig: dict[int, Any]):
+    def __init__(self, egraph, frozen, interner: Interner, orig: dict[int, Any], compute=None):
+        """``compute`` (an ``engine.compute.ComputeRules``): the compute ruleset was NOT run;
+        helper applications are read too and evaluated in Python (``engine.compute``)."""
         self.eg = egraph
         self.key = interner
         self.orig = orig
         self.nodes: dict = {}
-        for name in SIGNATURES:
-            fn = frozen.functions.get(name)
+        self.kinds: dict[str, tuple] = {name: kinds for name, (_, kinds) in SIGNATURES.items()}
+        names = list(SIGNATURES)
+        self.ev = None
+        if compute is not None:
+            from .compute import Evaluator
+            self.ev = Evaluator(compute, interner, self._lookup)
+            for name, (sorts, _) in compute.helpers.items():
+                self.kinds[name] = tuple(compute.kind(s) for s in sorts)
+                names.append(name)
+            self._sort_kind = compute.kind
+            self._functions = compute.functions
+        functions = frozen.functions     # a property that converts every table: read it once
+        for name in names:
+            fn = functions.get(name)
             if fn is None:
                 continue
             for row in fn.rows:
                 if not row.subsumed and row.output not in self.nodes:
                     self.nodes[row.output] = (name, row.inputs)
         self._keys: dict = {}
+        self._values: dict[int, Any] = {}    # key -> an e-class holding it (function lookups)
         self._asts: dict[int, Any] = {}
+
+    def _lookup(self, name: str, args: tuple):
+        """An egglog function's value on terms the e-graph holds (compute rule queries)."""
+        from .compute import Unsupported
+        sorts, out = self._functions[name]
+        vals = []
+        for s, a in zip(sorts, args):
+            if self._sort_kind(s) != "key" or a not in self._values:
+                raise Unsupported(f"lookup {name} on a term the e-graph does not hold")
+            vals.append(self._values[a])
+        v = self.eg.lookup_function(name, vals)
+        if v is None:
+            raise Unsupported(f"lookup {name}: no value")
+        kind = self._sort_kind(out)
+        if kind == "set":
+            return frozenset(self.eg.value_to_string(x) for x in self.eg.value_to_set(v))
+        if kind in ("S", "I"):
+            return self.prim(kind, v)
+        if kind == "key":
+            return self.key_of(v)
+        raise Unsupported(f"lookup {name}: result sort {out}")
+
+    def _arg(self, kind, v):
+        if kind in ("S", "I"):
+            return self.prim(kind, v)
+        if kind == "set":
+            return frozenset(self.eg.value_to_string(x) for x in self.eg.value_to_set(v))
+        if kind == "key":
+            return self._keys[v]
+        from .compute import Unsupported
+        raise Unsupported("helper argument of an unsupported sort")
 
     def prim(self, kind: str, v):
         return self.eg.value_to_string(v) if kind == "S" else self.eg.value_to_i64(v)
@@ -256,15 +302,19 @@ class Decoder:
             if node is None:
                 raise KeyError("e-class has no schema constructor (a helper was not computed)")
             name, ins = node
-            kinds = SIGNATURES[name][1]
-            pending = [x for kd, x in zip(kinds, ins) if kd not in ("S", "I") and x not in self._keys]
+            kinds = self.kinds[name]
+            pending = [x for kd, x in zip(kinds, ins) if kd not in ("S", "I", "set", None) and x not in self._keys]
             if pending:
                 stack.extend(pending)
                 continue
-            parts = [name]
-            for kd, x in zip(kinds, ins):
-                parts.append(self.prim(kd, x) if kd in ("S", "I") else self._keys[x])
-            self._keys[v] = self.key(tuple(parts))
+            if name in SIGNATURES:
+                parts = [name]
+                for kd, x in zip(kinds, ins):
+                    parts.append(self.prim(kd, x) if kd in ("S", "I") else self._keys[x])
+                k = self._keys[v] = self.key(tuple(parts))
+                self._values.setdefault(k, v)
+            else:
+                self._keys[v] = self.ev.apply(name, tuple(self._arg(kd, x) for kd, x in zip(kinds, ins)))
             stack.pop()
         return self._keys[value]
 
