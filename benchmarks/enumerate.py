@@ -1,10 +1,15 @@
 """Per-program one-step enumeration time over the corpus, in one process after imports.
 
-    python benchmarks/enumerate.py [--rules DIR] [--strategy S ...] [--validate] [--json]
+    python benchmarks/enumerate.py [--set graph_operator|all|both] [--strategy S ...]
+                                   [--validate] [--json] [--rules DIR]
 
-Reports median / p90 / max seconds per program, neighbours per program and peak resident
-memory. Enumeration means: insert, analyse, step, compute, decode, expand and merge
-(neighbour text and programs are materialised lazily). ``--validate`` also re-analyses
+For each strategy set it reports median / p90 / max milliseconds per program, neighbours
+per program, the median and p90 of every query phase (engine.enumerate's ``phase_seconds``:
+encode, facts, push, insert, analysis, step, decode, pop, expand) and the peak resident
+memory of the process. Sets: ``graph_operator`` = the paper's graph and operator strategies
+(dead-code elimination, a project addition, excluded); ``all`` = every strategy of the rule
+files. Enumeration means insert, analyse, step, decode (helper terms evaluated), expand and
+merge; neighbour text and programs are materialised lazily. ``--validate`` also re-analyses
 every neighbour (``Neighbour.program``) and reports that time separately.
 """
 from __future__ import annotations
@@ -20,12 +25,59 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+PHASES = ("encode", "facts", "push", "insert", "analysis", "step", "decode", "pop", "expand")
+
+
+def _ms(xs: list[float]) -> dict:
+    ts = sorted(xs)
+    return {"median_ms": round(1000 * statistics.median(ts), 2),
+            "p90_ms": round(1000 * ts[int(0.9 * (len(ts) - 1))], 2),
+            "max_ms": round(1000 * ts[-1], 2)}
+
+
+def strategy_set(engine, name: str, explicit=None) -> list[str]:
+    from engine.rulebook import SPEC_STRATEGIES
+    if explicit:
+        return list(explicit)
+    if name == "graph_operator":
+        return [s.name for s in engine.book.strategies if s.category in ("graph", "operator")
+                and s.name in SPEC_STRATEGIES and s.name != "dead_code_elimination"]
+    return [s.name for s in engine.book.strategies]
+
+
+def run_set(engine, progs, strategies, validate: bool) -> dict:
+    engine.enumerate(progs[0], strategies)  # warm-up: combined ruleset, schedule
+    rows = []
+    for p in progs:
+        engine.phase_seconds.clear()
+        t0 = time.perf_counter()
+        res = engine.enumerate(p, strategies)
+        t1 = time.perf_counter()
+        row = {"program": p.name, "seconds": t1 - t0, "neighbours": len(res.neighbours),
+               "step_rows": res.step_rows, "phases": dict(engine.phase_seconds)}
+        if validate:
+            for nb in res.neighbours:
+                nb.program
+            row["validate_seconds"] = time.perf_counter() - t1
+        rows.append(row)
+    summary = {"programs": len(rows), "strategies": len(strategies)}
+    summary.update(_ms([r["seconds"] for r in rows]))
+    summary["neighbours_median"] = statistics.median(r["neighbours"] for r in rows)
+    summary["neighbours_total"] = sum(r["neighbours"] for r in rows)
+    summary["phases"] = {ph: {k: v for k, v in _ms([r["phases"].get(ph, 0.0) for r in rows]).items() if k != "max_ms"}
+                         for ph in PHASES}
+    if validate:
+        v = _ms([r["validate_seconds"] for r in rows])
+        summary["validate_median_ms"], summary["validate_p90_ms"] = v["median_ms"], v["p90_ms"]
+    return {"summary": summary, "programs": rows}
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", default=str(ROOT.parent / "shared" / "corpus" / "programs.jsonl"))
     ap.add_argument("--rules", default=None)
-    ap.add_argument("--strategy", action="append")
+    ap.add_argument("--set", choices=("graph_operator", "all", "both"), default="both")
+    ap.add_argument("--strategy", action="append", help="benchmark exactly these strategies instead")
     ap.add_argument("--validate", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -33,39 +85,23 @@ def main(argv=None) -> int:
     from engine.files import load_programs
     progs = load_programs(args.corpus)
     eng = Engine(args.rules)
-    eng.enumerate(progs[0], args.strategy)  # warm-up: rulesets, schedules
-    rows = []
-    for p in progs:
-        t0 = time.perf_counter()
-        res = eng.enumerate(p, args.strategy)
-        t1 = time.perf_counter()
-        row = {"program": p.name, "seconds": t1 - t0, "neighbours": len(res.neighbours), "step_rows": res.step_rows}
-        if args.validate:
-            for nb in res.neighbours:
-                nb.program
-            row["validate_seconds"] = time.perf_counter() - t1
-        rows.append(row)
-    ts = sorted(r["seconds"] for r in rows)
-    summary = {
-        "programs": len(rows),
-        "strategies": len(eng.select(args.strategy, None) or eng.book.strategies),
-        "median_ms": round(1000 * statistics.median(ts), 2),
-        "p90_ms": round(1000 * ts[int(0.9 * (len(ts) - 1))], 2),
-        "max_ms": round(1000 * ts[-1], 2),
-        "neighbours_median": statistics.median(r["neighbours"] for r in rows),
-        "neighbours_total": sum(r["neighbours"] for r in rows),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-    }
-    if args.validate:
-        vs = sorted(r["validate_seconds"] for r in rows)
-        summary["validate_median_ms"] = round(1000 * statistics.median(vs), 2)
-        summary["validate_p90_ms"] = round(1000 * vs[int(0.9 * (len(vs) - 1))], 2)
+    sets = ["custom"] if args.strategy else ["graph_operator", "all"] if args.set == "both" else [args.set]
+    out = {}
+    for name in sets:
+        out[name] = run_set(eng, progs, strategy_set(eng, name, args.strategy), args.validate)
+    peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     if args.json:
-        print(json.dumps({"summary": summary, "programs": rows}))
-    else:
-        for r in sorted(rows, key=lambda r: -r["seconds"])[:10]:
-            print(f"{r['program']:<50} {1000 * r['seconds']:9.1f} ms {r['neighbours']:6d} neighbours")
-        print(" ".join(f"{k}={v}" for k, v in summary.items()))
+        print(json.dumps({"peak_rss_mib": peak, "compute_fallbacks": eng.compute_fallbacks, "sets": out}))
+        return 0
+    for name, res in out.items():
+        s = res["summary"]
+        print(f"== {name}: {s['strategies']} strategies, {s['programs']} programs")
+        for r in sorted(res["programs"], key=lambda r: -r["seconds"])[:5]:
+            print(f"   {r['program']:<50} {1000 * r['seconds']:9.1f} ms {r['neighbours']:6d} neighbours")
+        print("   " + " ".join(f"{k}={v}" for k, v in s.items() if k != "phases"))
+        print("   phases (median/p90 ms): " + "  ".join(f"{ph} {v['median_ms']}/{v['p90_ms']}"
+                                                     for ph, v in s["phases"].items()))
+    print(f"peak_rss_mib={peak} compute_fallbacks={eng.compute_fallbacks}")
     return 0
 
 

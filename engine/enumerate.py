@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import dataclass, field, replace
 
 import egglog.bindings as b
@@ -326,6 +327,20 @@ def _eqs(n):
 # ------------------------------------------------------------------ the engine
 
 
+class _Clock:
+    """Adds the time since the previous call to ``acc[phase]`` (benchmarks/enumerate.py)."""
+
+    __slots__ = ("acc", "t")
+
+    def __init__(self, acc: dict):
+        self.acc, self.t = acc, time.perf_counter()
+
+    def __call__(self, phase: str) -> None:
+        t = time.perf_counter()
+        self.acc[phase] = self.acc.get(phase, 0.0) + t - self.t
+        self.t = t
+
+
 class Engine:
     """Schema and rules loaded once into a long-lived EGraph; one push/pop per query."""
 
@@ -344,6 +359,7 @@ class Engine:
         self._run_compute = self.eg.parse_program("(run-schedule (saturate (run compute)))")
         self.compute_fallbacks = 0           # queries whose helpers needed egglog's compute ruleset
         self.python_compute = True           # False: always saturate the compute ruleset in egglog
+        self.phase_seconds: dict[str, float] = {}   # seconds spent per query phase, accumulated
         self._schedules: dict[tuple | None, list] = {}
         self._combined: set[str] = set()
         self._depth = 0                      # open push scopes on self.eg (queries only)
@@ -443,16 +459,24 @@ class Engine:
         selected = self.select(strategies, categories)
         if selected == ():
             return Enumeration([], [], 0)
+        clock = _Clock(self.phase_seconds)
         interner = Interner()
         enc = encode(program.body, interner)
+        clock("encode")
         cmds = enc.commands + self._fact_commands(program, enc)
+        clock("facts")
         eg = self.eg
         schedule = self._schedule(selected)  # before push: a combined ruleset must outlive the pop
         eg.run_program(b.Push(1))
         self._depth += 1
+        clock("push")
         try:
             eg.run_program(*cmds)
-            eg.run_program(*schedule)
+            clock("insert")
+            eg.run_program(schedule[0])
+            clock("analysis")
+            eg.run_program(*schedule[1:])
+            clock("step")
             try:
                 if not self.python_compute:
                     raise Unsupported("disabled")
@@ -461,10 +485,14 @@ class Engine:
                 self.compute_fallbacks += 1
                 eg.run_program(*self._run_compute)
                 dec, rows = self._decode_rows(interner, enc, compute=False)
+            clock("decode")
         finally:
             eg.run_program(b.Pop(SP, 1))
             self._depth -= 1
-        return self._expand(program, enc, dec, rows, validate)
+            clock("pop")
+        out = self._expand(program, enc, dec, rows, validate)
+        clock("expand")
+        return out
 
     def _decode_rows(self, interner, enc, compute: bool):
         """(decoder, [(relation, lhs key, rhs key, rule, params)]) of the Step rows, read while
