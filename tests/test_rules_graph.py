@@ -18,8 +18,6 @@ from engine.program import make_program
 
 GRAPH = ("operator_fusion", "operator_fission", "compute_inline", "expression_splitting",
          "common_subexpression_elimination", "expression_reorder")
-NOT_YET = ("tensor_concat_to_fuse_operators", "tensor_split_to_decouple_operators")
-
 
 @pytest.fixture(scope="module")
 def engine():
