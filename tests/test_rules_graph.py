@@ -19,6 +19,7 @@ from engine.program import make_program
 GRAPH = ("operator_fusion", "operator_fission", "compute_inline", "expression_splitting",
          "common_subexpression_elimination", "expression_reorder")
 
+
 @pytest.fixture(scope="module")
 def engine():
     return Engine()
