@@ -200,6 +200,12 @@ def nest_facts(nest: Nest, outer: tuple, top_level: bool) -> set[tuple]:
         op = reduce_op(nest.body[0])
         if op is not None:
             out.add(("ReduceForm", op))
+            # reduction_factorization (rules/operator.egg): the LHS index determines every loop
+            # variable it mentions injectively, so a combine over exactly those loops
+            # visits each element of X once.
+            lhs_ix = nest.body[0].lhs.index
+            if set().union(set(), *(all_vars(i) for i in lhs_ix)) <= owned_vars(lhs_ix, extents):
+                out.add(("OwnedLhs",))
 
     # (9) pointwise access
     if eqs and all(all(r.index == eq.lhs.index for r in refs(eq.rhs)) for _, eq in eqs):

@@ -243,12 +243,6 @@ def stratified_sample(items, strategies, n: int, seed: int = SEED) -> list[Item]
 # A failure matches an entry only when the strategy, the rule and the failure text match.
 # Each entry is pinned by an xfail(strict=True) test, so a fix is reported as XPASS.
 KNOWN_RULE_BUGS: dict[tuple[str, str, str], tuple[str, str]] = {
-    ("reduction_factorization", "reduction_factorization/sum", "not equal"): (
-        "MSELoss",
-        "splitting one reduction axis of an equation that has several reduction axes keeps the other "
-        "reduction loops around the combining statement X = X + (P1 + P2), while the partials P1, P2 are "
-        "already reduced over them: the partial sums are added once per iteration of those loops, so the "
-        "result is multiplied by their extent product (MSELoss: G over tx, a; the combine keeps B^{8}_{tx})"),
     ("multiplicative_split", "multiplicative_split/previous_element", "not equal"): (
         "Argmax_over_a_dimension",
         "x -> x/p*p (p the previous element) is not exact in floating point; applied inside the max of an "

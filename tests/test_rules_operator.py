@@ -163,3 +163,41 @@ def test_reduction_factorization_forms(eng):
     out, _ = texts(eng, p, "reduction_factorization")
     assert out == ["L^{2}_{a=0}[C^{f32,g}=C^{f32,g}+A^{f32,g}_{a};];L^{3}_{a=0}[E^{f32,g}=E^{f32,g}+A^{f32,g}_{a+2};];"
                    "L^{1}_{a=0}[D^{f32,g}=D^{f32,g}+(C^{f32,g}+E^{f32,g});];"]
+
+
+# KNOWN_RULE_BUGS regression (tests/test_neighbours_verify.py): MSELoss, shrunk as in the
+# verified sample. G sums over tx AND a; splitting a must combine outside both loops.
+MSE = prog("B^{8}_{tx=0}L^{256}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}-C^{f32,g}_{tx,a};];"
+           "B^{8}_{tx=0}L^{256}_{a=0}[E^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}**2;];"
+           "B^{8}_{tx=0}L^{256}_{a=0}[G^{f32,g}=G^{f32,g}+E^{f32,g}_{tx,a};];"
+           "B^{1}_{tx=0}[F^{f32,g}=G^{f32,g}/32768;];",
+           [("A", (8, 256)), ("C", (8, 256))], [("F", ())])
+
+
+def test_reduction_factorization_combines_outside_every_reduction_loop(eng, tvm):
+    from lowering.verify import verify
+    out, nbs = texts(eng, MSE, "reduction_factorization")
+    assert ("B^{8}_{tx=0}L^{2}_{a=0}[H^{f32,g}=H^{f32,g}+E^{f32,g}_{tx,a};];"
+            "B^{8}_{tx=0}L^{254}_{a=0}[I^{f32,g}=I^{f32,g}+E^{f32,g}_{tx,a+2};];"
+            "L^{1}_{a=0}[G^{f32,g}=G^{f32,g}+(H^{f32,g}+I^{f32,g});];") in out[0]
+    assert len(nbs) == 7  # cuts of 256: 2 .. 128
+    for n in nbs[:2]:
+        r = verify(MSE, n.program, trials=3, tolerance="strict")
+        assert r.ok and r.equal, (n.leir, r)
+    # spatial loops stay around the combine, reduction loops (here tx and c) do not
+    p = prog("L^{3}_{tx=0}L^{4}_{a=0}L^{6}_{c=0}[D^{f32,g}_{a}=D^{f32,g}_{a}+A^{f32,g}_{tx,a,c};];",
+             [("A", (3, 4, 6))], [("D", (4,))])
+    out, nbs = texts(eng, p, "reduction_factorization")
+    assert len(out) == 3  # tx cut at 1, c cut at 2 and 3
+    assert all(t.endswith("L^{4}_{a=0}[D^{f32,g}_{a}=D^{f32,g}_{a}+(C^{f32,g}_{a}+E^{f32,g}_{a});];") for t in out)
+    assert all(t.count("D^{f32,g}_{a}=") == 1 and "L^{3}_{tx=0}L^{4}_{a=0}[D" not in t for t in out)
+    for n in nbs:
+        r = verify(p, n.program, trials=3, tolerance="strict")
+        assert r.ok and r.equal, (n.leir, r)
+
+
+def test_reduction_factorization_rejects_a_shared_lhs_index(eng):
+    # D_{a+c}: several (a, c) share an element, so no combine over a, c adds each partial once
+    p = prog("L^{3}_{a=0}L^{3}_{c=0}L^{4}_{f=0}[D^{f32,g}_{a+c}=D^{f32,g}_{a+c}+A^{f32,g}_{a,c,f};];",
+             [("A", (3, 3, 4))], [("D", (5,))])
+    assert texts(eng, p, "reduction_factorization")[0] == []
