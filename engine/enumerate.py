@@ -111,6 +111,10 @@ class _Lazy:
         return self.fn(items) if self.fn is not None else items
 
 
+class _NeedsCompute(Exception):
+    """engine.compute could not decide a helper term: re-run the query with egglog's compute."""
+
+
 class InvalidNeighbour(Exception):
     """A rule built a program that fails re-analysis: a bug in that rule."""
 
@@ -344,7 +348,10 @@ class _Clock:
 class Engine:
     """Schema and rules loaded once into a long-lived EGraph; one push/pop per query."""
 
-    def __init__(self, rules_dir=None, rulebook: Rulebook | None = None):
+    def __init__(self, rules_dir=None, rulebook: Rulebook | None = None, python_compute: bool = True):
+        """``python_compute``: helper terms are evaluated by engine.compute and the e-graph is
+        loaded without the compute ruleset; a query engine.compute cannot decide is re-run on
+        a second engine that saturates the compute ruleset in egglog (built on first need)."""
         self.book = rulebook or load_rulebook(rules_dir)
         if self.book.problems:
             f, line, msg = self.book.problems[0]
@@ -353,12 +360,14 @@ class Engine:
         self.owner = self.book.rule_owner()
         self.order = {s.name: i for i, s in enumerate(self.book.strategies)}
         self.eg = b.EGraph()
-        for filename, text in self.book.programs():
+        self._stripped = python_compute      # self.eg lacks the compute ruleset's rules
+        for filename, text in self.book.programs("compute" if python_compute else None):
             self.eg.run_program(*self.eg.parse_program(text, filename=filename))
         self.compute = ComputeRules(text for _, text in self.book.programs())
         self._run_compute = self.eg.parse_program("(run-schedule (saturate (run compute)))")
         self.compute_fallbacks = 0           # queries whose helpers needed egglog's compute ruleset
-        self.python_compute = True           # False: always saturate the compute ruleset in egglog
+        self.python_compute = python_compute  # False: every query saturates compute in egglog
+        self._full: Engine | None = None     # the engine with egglog's compute ruleset (fallback)
         self.phase_seconds: dict[str, float] = {}   # seconds spent per query phase, accumulated
         self._schedules: dict[tuple | None, list] = {}
         self._combined: set[str] = set()
@@ -459,6 +468,21 @@ class Engine:
         selected = self.select(strategies, categories)
         if selected == ():
             return Enumeration([], [], 0)
+        if self._stripped and not self.python_compute:
+            self.compute_fallbacks += 1
+            return self._egglog_compute().enumerate(program, strategies, categories, validate)
+        try:
+            return self._enumerate(program, selected, validate)
+        except _NeedsCompute:
+            self.compute_fallbacks += 1
+            return self._egglog_compute().enumerate(program, strategies, categories, validate)
+
+    def _egglog_compute(self) -> "Engine":
+        if self._full is None:
+            self._full = Engine(rulebook=self.book, python_compute=False)
+        return self._full
+
+    def _enumerate(self, program, selected, validate: bool) -> Enumeration:
         clock = _Clock(self.phase_seconds)
         interner = Interner()
         enc = encode(program.body, interner)
@@ -477,12 +501,12 @@ class Engine:
             clock("analysis")
             eg.run_program(*schedule[1:])
             clock("step")
-            try:
-                if not self.python_compute:
-                    raise Unsupported("disabled")
-                dec, rows = self._decode_rows(interner, enc, compute=True)
-            except (Unsupported, KeyError, RecursionError):
-                self.compute_fallbacks += 1
+            if self._stripped:
+                try:
+                    dec, rows = self._decode_rows(interner, enc, compute=True)
+                except (Unsupported, KeyError, RecursionError) as e:
+                    raise _NeedsCompute(str(e)) from e
+            else:
                 eg.run_program(*self._run_compute)
                 dec, rows = self._decode_rows(interner, enc, compute=False)
             clock("decode")

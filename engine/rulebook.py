@@ -247,9 +247,16 @@ class Rulebook:
     def rule_owner(self) -> dict[str, Strategy]:
         return {r: s for s in self.strategies for r in s.rules}
 
-    def programs(self) -> list[tuple[str, str]]:
-        """(filename, egglog text) chunks to run in order on a fresh e-graph."""
-        out = [(str(self.files[0]), self.texts[str(self.files[0])])]
+    def programs(self, without_ruleset: str | None = None) -> list[tuple[str, str]]:
+        """(filename, egglog text) chunks to run in order on a fresh e-graph.
+
+        ``without_ruleset``: the schema's rules of that ruleset are blanked out (engine.enumerate
+        evaluates the ``compute`` helpers in Python; fewer rules make every push/pop cheaper).
+        """
+        schema = self.texts[str(self.files[0])]
+        if without_ruleset is not None:
+            schema = blank_ruleset(schema, without_ruleset)
+        out = [(str(self.files[0]), schema)]
         decl = "".join(f"(ruleset {s.ruleset})\n" for s in self.strategies)
         out.append(("<rulesets>", decl))
         for f in self.files[1:]:
@@ -261,6 +268,29 @@ class Rulebook:
             combined = "(ruleset step)\n"
         out.append(("<rulesets>", combined))
         return out
+
+
+def blank_ruleset(text: str, ruleset: str) -> str:
+    """``text`` with every top-level rule / rewrite of ``ruleset`` replaced by spaces
+    (newlines kept, so egglog's error spans for the rest stay right)."""
+    out = list(text)
+    depth, start = 0, 0
+    tag = re.compile(r":ruleset\s+" + re.escape(ruleset) + r"(?![\w-])")
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        if tok == "(":
+            if depth == 0:
+                start = m.start()
+            depth += 1
+        elif tok == ")" and depth:
+            depth -= 1
+            if depth == 0:
+                form = text[start:m.end()]
+                if re.match(r"\((rule|rewrite|birewrite)\s", form) and tag.search(form):
+                    for i in range(start, m.end()):
+                        if out[i] != "\n":
+                            out[i] = " "
+    return "".join(out)
 
 
 def rule_files(path: str | Path | None = None) -> list[Path]:
