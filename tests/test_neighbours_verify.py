@@ -243,12 +243,6 @@ def stratified_sample(items, strategies, n: int, seed: int = SEED) -> list[Item]
 # A failure matches an entry only when the strategy, the rule and the failure text match.
 # Each entry is pinned by an xfail(strict=True) test, so a fix is reported as XPASS.
 KNOWN_RULE_BUGS: dict[tuple[str, str, str], tuple[str, str]] = {
-    ("multiplicative_split", "multiplicative_split/previous_element", "not equal"): (
-        "Argmax_over_a_dimension",
-        "x -> x/p*p (p the previous element) is not exact in floating point; applied inside the max of an "
-        "argmax (min of an argmin) the rounded maximum no longer equals the maximal element, so the i64 "
-        "index output, selected by A >= D, changes; no guard keeps the rewrite away from values that "
-        "feed exact comparisons"),
     ("precompute_indices", "precompute_indices/offset", "invalid neighbour"): (
         "Max_Pooling_2D",
         "precomputing a padded offset index (c-1 under if_then_else(1<=c<n+1, ...)) into an index table "

@@ -243,3 +243,48 @@ def test_sample_verifies_equal(engine):
 @pytest.mark.slow
 def test_full_sample_verifies_equal(engine):
     _check(_sample(engine, slow=True))
+
+
+# ------------------------------------------------------------------ exact uses (KNOWN_RULE_BUGS regression)
+
+# Argmax_over_a_dimension as shrunk in tests/test_neighbours_verify.py: the i64 index C is
+# selected by the exact comparison A >= D, D = max over a of A. x -> x/p*p inside the max
+# rounded D away from every A element, so C changed.
+ARGMAX_BODY = ("B^{16}_{tx=0}L^{16}_{a=0}L^{16}_{c=0}[D^{f32,g}_{tx,c}=max(D^{f32,g}_{tx,c},A^{f32,g}_{tx,a,c});"
+               "C^{i64,g}_{tx,c}=0;];B^{16}_{tx=0}L^{16}_{a=0}L^{16}_{c=0}[C^{i64,g}_{tx,c}="
+               "if_then_else(A^{f32,g}_{tx,a,c}>=D^{f32,g}_{tx,c},a,C^{i64,g}_{tx,c});];")
+
+
+def _argmax(body=ARGMAX_BODY, out=("C", "i64", (16, 16))):
+    return make_program("argmax", (TensorDecl("A", "f32", (16, 16, 16)),), (TensorDecl(*out),), parse_body(body))
+
+
+def test_exact_uses_follow_def_use_into_comparisons_and_integer_results():
+    from engine.facts import exact_uses, inexact_ok
+    assert exact_uses(_argmax()) == {"A", "C", "D"}  # C: read by its own i64 update
+    assert inexact_ok(_argmax()) == []
+    # E flows into D, D into the comparison: both exact; F (a float output) is free
+    p = make_program("t", (TensorDecl("A", "f32", (4, 8)),), (TensorDecl("C", "i64", (4,)), TensorDecl("F", "f32", (4, 8))),
+                     parse_body("B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2+A^{f32,g}_{tx,a}*3;];"
+                                "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},E^{f32,g}_{tx,a});];"
+                                "B^{4}_{tx=0}[C^{i64,g}_{tx}=0;];"
+                                "B^{4}_{tx=0}L^{8}_{a=0}[C^{i64,g}_{tx}=if_then_else(E^{f32,g}_{tx,a}>=D^{f32,g}_{tx},a,"
+                                "C^{i64,g}_{tx});];"
+                                "B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx,a}=E^{f32,g}_{tx,a}*2+E^{f32,g}_{tx,a}*3;];"))
+    assert exact_uses(p) == {"A", "C", "D", "E"} and inexact_ok(p) == ["F"]
+    eng = Engine()
+    got = [n.leir for n in neighbours(eng, p, "factorization")]
+    assert len(got) == 1 and "F^{f32,g}_{tx,a}=E^{f32,g}_{tx,a}*(2+3);" in got[0]  # E's own sum is kept
+    assert "E^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2+A^{f32,g}_{tx,a}*3;" in got[0]
+
+
+def test_no_inexact_rewrite_feeds_an_exact_comparison(engine):
+    p = _argmax()
+    for s in ALGEBRAIC + SPLITS:
+        assert neighbours(engine, p, s) == [], s
+    # the same max without the argmax is free to round (D is a float output)
+    q = _argmax("B^{16}_{tx=0}L^{16}_{a=0}L^{16}_{c=0}[D^{f32,g}_{tx,c}=max(D^{f32,g}_{tx,c},A^{f32,g}_{tx,a,c});];",
+                ("D", "f32", (16, 16)))
+    assert {n.provenances[0].rule for n in neighbours(engine, q, "multiplicative_split")} == \
+        {"multiplicative_split/previous_element"}
+    assert neighbours(engine, q, "additive_split")
