@@ -587,8 +587,15 @@ def memory_dce_facts(program, enc, glob: list, per_key: dict) -> None:
             for x in r.index:
                 in_index |= {q.name for q in refs(x)}
         reads = [r for r in refs(eq.rhs)]
+        from .facts_tensor import _in_bounds  # over the whole loop box (facts_tensor imports this module)
+        box = {l.var: (0, l.extent - 1) for l in n.loops}
+        shapes = {b.name: b.shape for b in info.buffers.values()}
         for name in sorted({r.name for r in reads}):
             if name == eq.lhs.name or name in in_index:
+                continue
+            # the copy runs outside every guard: a guarded (padded) read X_{c-1} under
+            # 1<=c<n+1 would be copied, and the copy written, at c-1 = -1
+            if not all(_in_bounds(r, box, shapes) for r in reads if r.name == name):
                 continue
             rs = [Ref(name + "#", r.dtype, r.scope, r.index) for r in reads if r.name == name]
             for sc in ("l", "s"):

@@ -249,10 +249,6 @@ KNOWN_RULE_BUGS: dict[tuple[str, str, str], tuple[str, str]] = {
         "drops the guard's range refinement: the table ranges over [-1, n] and the neighbour fails "
         "re-analysis (read out of bounds); on the online-softmax form it also puts a read of a tensor "
         "before the statement that writes it"),
-    ("cache_read_write", "cache_read_write/read", "invalid neighbour"): (
-        "Average_Pooling_3D",
-        "caching a guarded padded read (A_{c-1} under 1<=c<n+1) copies A over the whole loop range, so "
-        "the cache is written at a negative index and the neighbour fails re-analysis"),
 }
 
 

@@ -117,3 +117,27 @@ def test_corpus_neighbours_are_valid_and_cover_the_reference(engine):
         if s != "set_storage_scope":
             gaps.setdefault(s, []).append(name)
     assert sum(map(len, gaps.values())) <= 40, gaps
+
+
+# ------------------------------------------------------------------ guarded (padded) reads
+# KNOWN_RULE_BUGS regressions (tests/test_neighbours_verify.py): the corpus programs as shrunk
+# in the verified sample. The padded copy reads A_{c-1} only under 1<=c<n+1.
+
+AVGPOOL3D = ("B^{16}_{tx=0}L^{2}_{a=0}L^{6}_{c=0}L^{6}_{d=0}L^{6}_{f=0}[E^{f32,g}_{tx,a,c,d,f}=if_then_else("
+             "1<=c<5&1<=d<5&1<=f<5,A^{f32,g}_{tx,a,c-1,d-1,f-1},0);];B^{16}_{tx=0}L^{2}_{a=0}L^{2}_{c=0}L^{2}_{d=0}"
+             "L^{2}_{f=0}L^{3}_{g=0}L^{3}_{h=0}L^{3}_{i=0}[D^{f32,g}_{tx,a,c,d,f}=D^{f32,g}_{tx,a,c,d,f}+"
+             "E^{f32,g}_{tx,a,c*2+g,d*2+h,f*2+i};];B^{16}_{tx=0}L^{2}_{a=0}L^{2}_{c=0}L^{2}_{d=0}L^{2}_{f=0}"
+             "[C^{f32,g}_{tx,a,c,d,f}=D^{f32,g}_{tx,a,c,d,f}/((min(1,4-c*2)+2)*(min(1,4-d*2)+2)*(min(1,4-f*2)+2));];",
+             {"A": [16, 2, 4, 4, 4]}, {"C": [16, 2, 2, 2, 2]})
+
+
+def test_cache_read_skips_guarded_reads(engine):
+    """The copy N = A_{c-1} would run outside the guard, at c-1 = -1."""
+    p = prog(*AVGPOOL3D)
+    res = engine.enumerate(p, ["cache_read_write", "layout_transformation"], validate=True)
+    assert not res.invalid, [i.error for i in res.invalid]
+    assert {dict(n.provenances[0].params)["tensor"] for n in res.neighbours} == {"D", "E"}  # never A
+    from lowering.verify import verify
+    for n in res.neighbours[:2]:
+        r = verify(p, n.program, trials=3, tolerance="exact")
+        assert r.ok and r.equal, (n.leir, r)
