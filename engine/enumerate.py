@@ -365,6 +365,7 @@ class Engine:
             self.eg.run_program(*self.eg.parse_program(text, filename=filename))
         self.compute = ComputeRules(text for _, text in self.book.programs())
         self._run_compute = self.eg.parse_program("(run-schedule (saturate (run compute)))")
+        self._run_insert = b.RunSchedule(b.Repeat(SP, 1, b.Run(SP, b.RunConfig("q_insert", None))))
         self.compute_fallbacks = 0           # queries whose helpers needed egglog's compute ruleset
         self.python_compute = python_compute  # False: every query saturates compute in egglog
         self._full: Engine | None = None     # the engine with egglog's compute ruleset (fallback)
@@ -485,9 +486,14 @@ class Engine:
     def _enumerate(self, program, selected, validate: bool) -> Enumeration:
         clock = _Clock(self.phase_seconds)
         interner = Interner()
-        enc = encode(program.body, interner)
+        enc = encode(program.body, interner, "l_prog", "l_")
         clock("encode")
         cmds = enc.commands + self._fact_commands(program, enc)
+        # one rule with an empty query whose actions insert everything, run once: egglog
+        # handles each top-level command separately, which costs far more
+        insert = [b.AddRuleset(SP, "q_insert"),
+                  b.RuleCommand(b.Rule(SP, [c.action for c in cmds], [], "q_insert", "q_insert")),
+                  self._run_insert]
         clock("facts")
         eg = self.eg
         schedule = self._schedule(selected)  # before push: a combined ruleset must outlive the pop
@@ -495,7 +501,7 @@ class Engine:
         self._depth += 1
         clock("push")
         try:
-            eg.run_program(*cmds)
+            eg.run_program(*insert)
             clock("insert")
             eg.run_program(schedule[0])
             clock("analysis")

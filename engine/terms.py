@@ -91,8 +91,9 @@ class Interner:
 class Encoder:
     """Encodes one program body; the interner is shared with the decoder of the same query."""
 
-    def __init__(self, interner: Interner):
+    def __init__(self, interner: Interner, prefix: str = "$"):
         self.key = interner
+        self.prefix = prefix
         self.exprs: dict[int, Any] = {}       # key -> bindings expression (shared objects)
         self.orig: dict[int, Any] = {}
         self.item_paths: dict[int, list] = {}
@@ -187,7 +188,7 @@ class Encoder:
             body = self.items(it.body, path)
             k = self.key(("Nest", ls, body))
             if k not in self.exprs:
-                name = f"$i{k}"
+                name = f"{self.prefix}i{k}"
                 self.lets.append(b.ActionCommand(b.Let(SP, name, call("Nest", [self.exprs[ls], self.exprs[body]]))))
                 self.nest_globals[k] = name
                 self.exprs[k] = b.Var(SP, name)
@@ -211,13 +212,20 @@ class Encoder:
         return k
 
 
-def encode(body, interner: Interner, root_name: str = "$prog") -> Encoded:
-    """Commands inserting ``body`` (a tuple of Nest) as ``root_name``, with its key maps."""
-    enc = Encoder(interner)
+def encode(body, interner: Interner, root_name: str = "$prog", prefix: str = "$") -> Encoded:
+    """Commands inserting ``body`` (a tuple of Nest) as ``root_name``, with its key maps.
+
+    Nest items are bound to ``prefix + "iK"``: ``$`` for globals; a plain prefix when the
+    commands' actions are run as the actions of one rule (engine.enumerate inserts a query
+    that way: one rule with hundreds of actions is much cheaper than as many commands)."""
+    enc = Encoder(interner, prefix)
     root = enc.items(body, ())
     cmds = enc.lets + [b.ActionCommand(b.Let(SP, root_name, enc.exprs[root]))]
     return Encoded(cmds, root, enc.nest_globals, enc.orig, enc.item_paths, enc.list_sites, enc.loop_lists,
                    enc.path_key, enc.exprs, enc.counts)
+
+
+_PRIM_KINDS = frozenset(("S", "I", "set", None))
 
 
 class Decoder:
@@ -250,6 +258,8 @@ class Decoder:
                 if not row.subsumed and row.output not in self.nodes:
                     self.nodes[row.output] = (name, row.inputs)
         self._keys: dict = {}
+        self._strs: dict = {}
+        self._ints: dict = {}
         self._values: dict[int, Any] = {}    # key -> an e-class holding it (function lookups)
         self._asts: dict[int, Any] = {}
 
@@ -285,38 +295,46 @@ class Decoder:
         raise Unsupported("helper argument of an unsupported sort")
 
     def prim(self, kind: str, v):
-        return self.eg.value_to_string(v) if kind == "S" else self.eg.value_to_i64(v)
+        """A String / i64 value (cached: rows repeat the same literals many times)."""
+        cache = self._strs if kind == "S" else self._ints   # a Value is raw bits: keep sorts apart
+        got = cache.get(v)
+        if got is None:
+            got = cache[v] = self.eg.value_to_string(v) if kind == "S" else self.eg.value_to_i64(v)
+        return got
 
     def key_of(self, value) -> int:
         """Structural key of the e-class ``value`` (interned with the encoder's keys)."""
-        k = self._keys.get(value)
+        keys = self._keys
+        k = keys.get(value)
         if k is not None:
             return k
+        nodes, kinds_of, prim = self.nodes, self.kinds, self.prim
         stack = [value]
         while stack:  # iterative post-order: terms can be deep (long lists)
             v = stack[-1]
-            if v in self._keys:
+            if v in keys:
                 stack.pop()
                 continue
-            node = self.nodes.get(v)
+            node = nodes.get(v)
             if node is None:
                 raise KeyError("e-class has no schema constructor (a helper was not computed)")
             name, ins = node
-            kinds = self.kinds[name]
-            pending = [x for kd, x in zip(kinds, ins) if kd not in ("S", "I", "set", None) and x not in self._keys]
+            kinds = kinds_of[name]
+            pending = False
+            for kd, x in zip(kinds, ins):
+                if kd not in _PRIM_KINDS and x not in keys:
+                    stack.append(x)
+                    pending = True
             if pending:
-                stack.extend(pending)
                 continue
             if name in SIGNATURES:
-                parts = [name]
-                for kd, x in zip(kinds, ins):
-                    parts.append(self.prim(kd, x) if kd in ("S", "I") else self._keys[x])
-                k = self._keys[v] = self.key(tuple(parts))
+                k = keys[v] = self.key((name,) + tuple(prim(kd, x) if kd in ("S", "I") else keys[x]
+                                                       for kd, x in zip(kinds, ins)))
                 self._values.setdefault(k, v)
             else:
-                self._keys[v] = self.ev.apply(name, tuple(self._arg(kd, x) for kd, x in zip(kinds, ins)))
+                keys[v] = self.ev.apply(name, tuple(self._arg(kd, x) for kd, x in zip(kinds, ins)))
             stack.pop()
-        return self._keys[value]
+        return keys[value]
 
     def ast(self, value):
         """The AST of an Expr / Item / Loop e-class; lists decode to tuples."""
