@@ -403,7 +403,7 @@ class _Gen:
         name = e[0].name
         args = [self.expr(x, env) for x in e[1:]]
         if name in SIGNATURES:
-            return f"K(({name!r}, {''.join(a + ', ' for a in args)}))"
+            return f"K[({name!r}, {''.join(a + ', ' for a in args)})]"
         if name in self.r.helpers:
             return f"H[{name!r}](ev, {', '.join(args)})"
         if name in _PRIMS:
@@ -438,7 +438,7 @@ class _Gen:
                "    if r is not None:",
                "        return r",
                "    keys = ev.keys",
-               "    K = ev.key",
+               "    K = ev.key.table",
                "    out = None"]
         first_term = self.r.first_is_term.get(name)
         if first_term:

@@ -595,14 +595,16 @@ class Engine:
             else:
                 raise LeirError("StepExpr rows are not supported yet by the expander")
         for nb in found.values():
-            nb.raw_provenances.sort(key=self._prov_key)
-        out = sorted(found.values(), key=lambda n: self._prov_key(n.raw_provenances[0]))
+            if len(nb.raw_provenances) > 1:
+                nb.raw_provenances.sort(key=self._prov_key)
+        first = {id(nb): self._prov_key(nb.raw_provenances[0]) for nb in found.values()}
+        out = sorted(found.values(), key=lambda n: first[id(n)])
         # equal first provenances cannot be told apart by key: order those by text
         i = 0
         while i < len(out):
             j = i + 1
-            k = self._prov_key(out[i].raw_provenances[0])
-            while j < len(out) and self._prov_key(out[j].raw_provenances[0]) == k:
+            k = first[id(out[i])]
+            while j < len(out) and first[id(out[j])] == k:
                 j += 1
             if j - i > 1:
                 out[i:j] = sorted(out[i:j], key=lambda n: n.leir)

@@ -73,19 +73,27 @@ class Encoded:
     counts: dict[int, int] = field(default_factory=dict)        # non-leaf Expr key -> occurrences
 
 
+class _Table(dict):
+    """key tuple -> int; a missing tuple gets the next int (``table[t]`` interns at C speed)."""
+
+    __slots__ = ("keys",)
+
+    def __missing__(self, key: tuple) -> int:
+        k = self[key] = len(self.keys)
+        self.keys.append(key)
+        return k
+
+
 class Interner:
     """Structural keys: (constructor, primitives..., child keys...) -> small int."""
 
     def __init__(self):
-        self.table: dict[tuple, int] = {}
         self.keys: list[tuple] = []
+        self.table = _Table()
+        self.table.keys = self.keys
 
     def __call__(self, key: tuple) -> int:
-        k = self.table.get(key)
-        if k is None:
-            k = self.table[key] = len(self.keys)
-            self.keys.append(key)
-        return k
+        return self.table[key]
 
 
 class Encoder:
@@ -308,7 +316,7 @@ class Decoder:
         k = keys.get(value)
         if k is not None:
             return k
-        nodes, kinds_of, prim = self.nodes, self.kinds, self.prim
+        nodes, kinds_of, prim, table = self.nodes, self.kinds, self.prim, self.key.table
         stack = [value]
         while stack:  # iterative post-order: terms can be deep (long lists)
             v = stack[-1]
@@ -328,8 +336,8 @@ class Decoder:
             if pending:
                 continue
             if name in SIGNATURES:
-                k = keys[v] = self.key((name,) + tuple(prim(kd, x) if kd in ("S", "I") else keys[x]
-                                                       for kd, x in zip(kinds, ins)))
+                k = keys[v] = table[(name,) + tuple(prim(kd, x) if kd in ("S", "I") else keys[x]
+                                                    for kd, x in zip(kinds, ins))]
                 self._values.setdefault(k, v)
             else:
                 keys[v] = self.ev.apply(name, tuple(self._arg(kd, x) for kd, x in zip(kinds, ins)))
