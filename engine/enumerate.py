@@ -434,31 +434,30 @@ class Engine:
                                     f"(declare it in {self.book.files[0]})")
                 self._checked.add(rel)
 
-    def _fact_commands(self, program, enc) -> list:
+    def _fact_actions(self, program, enc) -> list:
         glob, per_key, pairs, rep = program_facts(program, enc)
         self._check_relations({f[0] for f in glob} | {f[0] for fs in per_key.values() for f in fs} |
                               {f[0] for f in pairs} | ({"Repeated"} if rep else set()))
-        cmds = []
+        acts = []
 
         def arg(x):
             return lit_i(x) if isinstance(x, int) else lit_s(x)
 
         for rel, *args in glob:
-            cmds.append(b.ActionCommand(b.Expr_(SP, call(rel, [arg(a) for a in args]))))
+            acts.append(b.Expr_(SP, call(rel, [arg(a) for a in args])))
         for key in sorted(per_key):
             g = b.Var(SP, enc.nest_globals[key])
             for rel, *args in sorted(per_key[key], key=repr):
                 if rel == "ThreadProduct":
-                    cmds.append(b.ActionCommand(b.Set(SP, rel, [g], arg(args[0]))))
+                    acts.append(b.Set(SP, rel, [g], arg(args[0])))
                 else:
-                    cmds.append(b.ActionCommand(b.Expr_(SP, call(rel, [g] + [arg(a) for a in args]))))
+                    acts.append(b.Expr_(SP, call(rel, [g] + [arg(a) for a in args])))
         for rel, k1, k2, *args in pairs:
-            cmds.append(b.ActionCommand(b.Expr_(SP, call(rel, [b.Var(SP, enc.nest_globals[k1]),
-                                                              b.Var(SP, enc.nest_globals[k2])] +
-                                                        [arg(a) for a in args]))))
+            acts.append(b.Expr_(SP, call(rel, [b.Var(SP, enc.nest_globals[k1]),
+                                               b.Var(SP, enc.nest_globals[k2])] + [arg(a) for a in args])))
         for (_, k) in rep:
-            cmds.append(b.ActionCommand(b.Expr_(SP, call("Repeated", [enc.exprs[k]]))))
-        return cmds
+            acts.append(b.Expr_(SP, call("Repeated", [enc.exprs[k]])))
+        return acts
 
     def enumerate(self, program, strategies=None, categories=None, validate: bool = False) -> Enumeration:
         """Every one-step neighbour of ``program`` (a ``Program``), merged and sorted.
@@ -488,11 +487,11 @@ class Engine:
         interner = Interner()
         enc = encode(program.body, interner, "l_prog", "l_")
         clock("encode")
-        cmds = enc.commands + self._fact_commands(program, enc)
+        actions = enc.actions + self._fact_actions(program, enc)
         # one rule with an empty query whose actions insert everything, run once: egglog
         # handles each top-level command separately, which costs far more
         insert = [b.AddRuleset(SP, "q_insert"),
-                  b.RuleCommand(b.Rule(SP, [c.action for c in cmds], [], "q_insert", "q_insert")),
+                  b.RuleCommand(b.Rule(SP, actions, [], "q_insert", "q_insert")),
                   self._run_insert]
         clock("facts")
         eg = self.eg

@@ -18,8 +18,16 @@ EXACT_REDUCE = ("max", "min")
 
 
 def divisors(n: int) -> list[int]:
-    """Every f with 1 < f < n and f | n, ascending."""
-    return [f for f in range(2, n) if n % f == 0]
+    """Every f with 1 < f < n and f | n, ascending (trial division up to sqrt(n))."""
+    small, large = [], []
+    f = 2
+    while f * f <= n:
+        if n % f == 0:
+            small.append(f)
+            if f * f != n:
+                large.append(n // f)
+        f += 1
+    return small + large[::-1]
 
 
 def cuts(n: int) -> list[int]:
@@ -605,6 +613,31 @@ def memory_dce_facts(program, enc, glob: list, per_key: dict) -> None:
         if dead and all(len(p) == 1 for p in enc.item_paths.get(k, ())):
             per_key.setdefault(k, set()).add(("Dead",))
     glob.extend(("InexactOK", name) for name in inexact_ok(program))
+    for key, node in enc.orig.items():
+        if isinstance(node, Nest) and key in enc.item_paths:
+            for v in table_vars(node):
+                per_key.setdefault(key, set()).add(("TableVar", v))
+
+
+def table_vars(nest: Nest) -> list[str]:
+    """(TableVar s u): loop u of nest s may index through a precomputed i64 table
+    (precompute_indices). The analysis cannot see through a table value, so u must occur in
+    no if_then_else of s (its condition would refine the range of an index built from u:
+    padded reads c-1 under 1<=c<n+1) and in no index of a read of a tensor s writes at
+    another index (a recurrence F_{c-1}, whose order the analysis must see). Sorted."""
+    eqs = [eq for _, eq in _equations(nest, ())]
+    written: dict[str, set] = {}
+    for eq in eqs:
+        written.setdefault(eq.lhs.name, set()).add(eq.lhs.index)
+    blocked: set[str] = set()
+    for eq in eqs:
+        for node in [eq.rhs, *eq.lhs.index]:
+            for n in walk(node):
+                if isinstance(n, Call) and n.func == "if_then_else":
+                    blocked |= all_vars(n)
+                elif isinstance(n, Ref) and n.name in written and n.index not in written[n.name]:
+                    blocked |= {v for i in n.index for v in all_vars(i)}
+    return sorted(l.var for l in nest.loops if l.var not in blocked)
 
 
 FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")

@@ -45,12 +45,28 @@ SIGNATURES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+_LITS: dict = {}
+
+
 def lit_s(s: str):
-    return b.Lit(SP, b.String(s))
+    """A String literal object (shared: egglog copies what it inserts, so one object serves
+    every query; building pyo3 objects dominated the cost of listing a query's facts)."""
+    got = _LITS.get(s)
+    if got is None:
+        if len(_LITS) > 100_000:
+            _LITS.clear()
+        got = _LITS[s] = b.Lit(SP, b.String(s))
+    return got
 
 
 def lit_i(n: int):
-    return b.Lit(SP, b.Int(n))
+    k = ("i", n)
+    got = _LITS.get(k)
+    if got is None:
+        if len(_LITS) > 100_000:
+            _LITS.clear()
+        got = _LITS[k] = b.Lit(SP, b.Int(n))
+    return got
 
 
 def call(name: str, args: list):
@@ -61,7 +77,7 @@ def call(name: str, args: list):
 class Encoded:
     """An inserted program: keys of its subterms and where they occur."""
 
-    commands: list                      # bindings commands that insert the program
+    actions: list                       # bindings actions (lets) that insert the program
     root: int                           # key of the top-level Items list
     nest_globals: dict[int, str]        # key of a Nest item -> its global "$iK"
     orig: dict[int, Any] = field(default_factory=dict)          # key -> first original AST node
@@ -71,6 +87,12 @@ class Encoded:
     path_key: dict[tuple, int] = field(default_factory=dict)    # item path -> Item key
     exprs: dict[int, Any] = field(default_factory=dict)         # key -> bindings expression
     counts: dict[int, int] = field(default_factory=dict)        # non-leaf Expr key -> occurrences
+
+    @property
+    def commands(self) -> list:
+        """The actions as top-level commands (every bindings wrapper deep-copies its
+        argument, so build them only when top-level commands are wanted)."""
+        return [b.ActionCommand(a) for a in self.actions]
 
 
 class _Table(dict):
@@ -197,7 +219,7 @@ class Encoder:
             k = self.key(("Nest", ls, body))
             if k not in self.exprs:
                 name = f"{self.prefix}i{k}"
-                self.lets.append(b.ActionCommand(b.Let(SP, name, call("Nest", [self.exprs[ls], self.exprs[body]]))))
+                self.lets.append(b.Let(SP, name, call("Nest", [self.exprs[ls], self.exprs[body]])))
                 self.nest_globals[k] = name
                 self.exprs[k] = b.Var(SP, name)
         self.orig.setdefault(k, it)
@@ -221,15 +243,15 @@ class Encoder:
 
 
 def encode(body, interner: Interner, root_name: str = "$prog", prefix: str = "$") -> Encoded:
-    """Commands inserting ``body`` (a tuple of Nest) as ``root_name``, with its key maps.
+    """Actions inserting ``body`` (a tuple of Nest) as ``root_name``, with its key maps.
 
     Nest items are bound to ``prefix + "iK"``: ``$`` for globals; a plain prefix when the
-    commands' actions are run as the actions of one rule (engine.enumerate inserts a query
+    actions are run as the actions of one rule (engine.enumerate inserts a query
     that way: one rule with hundreds of actions is much cheaper than as many commands)."""
     enc = Encoder(interner, prefix)
     root = enc.items(body, ())
-    cmds = enc.lets + [b.ActionCommand(b.Let(SP, root_name, enc.exprs[root]))]
-    return Encoded(cmds, root, enc.nest_globals, enc.orig, enc.item_paths, enc.list_sites, enc.loop_lists,
+    actions = enc.lets + [b.Let(SP, root_name, enc.exprs[root])]
+    return Encoded(actions, root, enc.nest_globals, enc.orig, enc.item_paths, enc.list_sites, enc.loop_lists,
                    enc.path_key, enc.exprs, enc.counts)
 
 
