@@ -243,12 +243,6 @@ def stratified_sample(items, strategies, n: int, seed: int = SEED) -> list[Item]
 # A failure matches an entry only when the strategy, the rule and the failure text match.
 # Each entry is pinned by an xfail(strict=True) test, so a fix is reported as XPASS.
 KNOWN_RULE_BUGS: dict[tuple[str, str, str], tuple[str, str]] = {
-    ("precompute_indices", "precompute_indices/offset", "invalid neighbour"): (
-        "Max_Pooling_2D",
-        "precomputing a padded offset index (c-1 under if_then_else(1<=c<n+1, ...)) into an index table "
-        "drops the guard's range refinement: the table ranges over [-1, n] and the neighbour fails "
-        "re-analysis (read out of bounds); on the online-softmax form it also puts a read of a tensor "
-        "before the statement that writes it"),
 }
 
 

@@ -123,12 +123,36 @@ def test_corpus_neighbours_are_valid_and_cover_the_reference(engine):
 # KNOWN_RULE_BUGS regressions (tests/test_neighbours_verify.py): the corpus programs as shrunk
 # in the verified sample. The padded copy reads A_{c-1} only under 1<=c<n+1.
 
+MAXPOOL2D = ("B^{16}_{tx=0}L^{2}_{a=0}L^{10}_{c=0}L^{10}_{d=0}[D^{f32,g}_{tx,a,c,d}=if_then_else(1<=c<9&1<=d<9,"
+             "A^{f32,g}_{tx,a,c-1,d-1},-inf);];B^{16}_{tx=0}L^{2}_{a=0}L^{4}_{c=0}L^{4}_{d=0}L^{2}_{f=0}L^{2}_{g=0}"
+             "[C^{f32,g}_{tx,a,c,d}=max(C^{f32,g}_{tx,a,c,d},D^{f32,g}_{tx,a,c*2+f*3,d*2+g*3});];",
+             {"A": [16, 2, 8, 8]}, {"C": [16, 2, 4, 4]})
 AVGPOOL3D = ("B^{16}_{tx=0}L^{2}_{a=0}L^{6}_{c=0}L^{6}_{d=0}L^{6}_{f=0}[E^{f32,g}_{tx,a,c,d,f}=if_then_else("
              "1<=c<5&1<=d<5&1<=f<5,A^{f32,g}_{tx,a,c-1,d-1,f-1},0);];B^{16}_{tx=0}L^{2}_{a=0}L^{2}_{c=0}L^{2}_{d=0}"
              "L^{2}_{f=0}L^{3}_{g=0}L^{3}_{h=0}L^{3}_{i=0}[D^{f32,g}_{tx,a,c,d,f}=D^{f32,g}_{tx,a,c,d,f}+"
              "E^{f32,g}_{tx,a,c*2+g,d*2+h,f*2+i};];B^{16}_{tx=0}L^{2}_{a=0}L^{2}_{c=0}L^{2}_{d=0}L^{2}_{f=0}"
              "[C^{f32,g}_{tx,a,c,d,f}=D^{f32,g}_{tx,a,c,d,f}/((min(1,4-c*2)+2)*(min(1,4-d*2)+2)*(min(1,4-f*2)+2));];",
              {"A": [16, 2, 4, 4, 4]}, {"C": [16, 2, 2, 2, 2]})
+
+
+def test_precompute_indices_keeps_guarded_offsets(engine):
+    """A table E_c = c-1 ranges over [-1, n]: only the guard 1<=c<n+1 kept the read in bounds."""
+    p = prog(*MAXPOOL2D)
+    res = engine.enumerate(p, ["precompute_indices"], validate=True)
+    assert not res.invalid, [i.error for i in res.invalid]
+    assert all("-1;]" not in n.leir for n in res.neighbours)  # no c-1 / d-1 table
+    # the same offset outside any guard is still precomputed (and verifies)
+    q = prog("B^{4}_{tx=0}L^{7}_{c=0}[D^{f32,g}_{tx,c}=A^{f32,g}_{tx,c+1}*2;];", {"A": [4, 8]}, {"D": [4, 7]})
+    got = [n.leir for n in _neigh(engine, q, "precompute_indices")]
+    assert got == ["L^{7}_{c=0}[C^{i64,g}_{c}=c+1;];B^{4}_{tx=0}L^{7}_{c=0}[D^{f32,g}_{tx,c}=A^{f32,g}_{tx,C^{i64,g}_{c}}*2;];"]
+
+
+def test_precompute_indices_keeps_recurrence_indices(engine):
+    """A prefix recurrence F_{a-1} (the online-softmax form): through a table the analysis no
+    longer sees that F_{a-1} was written by the previous iteration."""
+    p = prog("B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx,a}=if_then_else(a-1<0,0,F^{f32,g}_{tx,a-1})+A^{f32,g}_{tx,a};];",
+             {"A": [4, 8]}, {"F": [4, 8]})
+    assert _neigh(engine, p, "precompute_indices") == []
 
 
 def test_cache_read_skips_guarded_reads(engine):
