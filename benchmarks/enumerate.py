@@ -1,14 +1,16 @@
 """Per-program one-step enumeration time over the corpus, in one process after imports.
 
-    python benchmarks/enumerate.py [--set graph_operator|all|both] [--strategy S ...]
+    python benchmarks/enumerate.py [--set graph_operator|all|both] [--strategy S ...] [--shared]
                                    [--validate] [--json] [--rules DIR]
 
-For each strategy set it reports median / p90 / max milliseconds per program, neighbours
+For each strategy set it reports median / p90 / max milliseconds per program (wall clock, and
+CPU time of the process, which a loaded machine inflates less), neighbours
 per program, the median and p90 of every query phase (engine.enumerate's ``phase_seconds``:
 encode, facts, push, insert, analysis, step, decode, pop, expand) and the peak resident
 memory of the process. Sets: ``graph_operator`` = the paper's graph and operator strategies
 (dead-code elimination, a project addition, excluded); ``all`` = every strategy of the rule
-files. Enumeration means insert, analyse, step, decode (helper terms evaluated), expand and
+files. Each set runs on an engine that loads only its strategies (``Engine(strategies=...)``;
+``--shared``: one engine with everything loaded). Enumeration means insert, analyse, step, decode (helper terms evaluated), expand and
 merge; neighbour text and programs are materialised lazily. ``--validate`` also re-analyses
 every neighbour (``Neighbour.program``) and reports that time separately.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import sys
@@ -50,10 +53,12 @@ def run_set(engine, progs, strategies, validate: bool) -> dict:
     rows = []
     for p in progs:
         engine.phase_seconds.clear()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         res = engine.enumerate(p, strategies)
         t1 = time.perf_counter()
-        row = {"program": p.name, "seconds": t1 - t0, "neighbours": len(res.neighbours),
+        c1 = time.process_time()
+        row = {"program": p.name, "seconds": t1 - t0, "cpu_seconds": c1 - c0, "neighbours": len(res.neighbours),
                "step_rows": res.step_rows, "phases": dict(engine.phase_seconds)}
         if validate:
             for nb in res.neighbours:
@@ -62,6 +67,7 @@ def run_set(engine, progs, strategies, validate: bool) -> dict:
         rows.append(row)
     summary = {"programs": len(rows), "strategies": len(strategies)}
     summary.update(_ms([r["seconds"] for r in rows]))
+    summary.update({"cpu_" + k: v for k, v in _ms([r["cpu_seconds"] for r in rows]).items()})
     summary["neighbours_median"] = statistics.median(r["neighbours"] for r in rows)
     summary["neighbours_total"] = sum(r["neighbours"] for r in rows)
     summary["phases"] = {ph: {k: v for k, v in _ms([r["phases"].get(ph, 0.0) for r in rows]).items() if k != "max_ms"}
@@ -78,20 +84,33 @@ def main(argv=None) -> int:
     ap.add_argument("--rules", default=None)
     ap.add_argument("--set", choices=("graph_operator", "all", "both"), default="both")
     ap.add_argument("--strategy", action="append", help="benchmark exactly these strategies instead")
+    ap.add_argument("--shared", action="store_true",
+                    help="one engine with every strategy loaded for all sets (default: an engine that "
+                         "loads only the set's strategies, cheaper per query)")
     ap.add_argument("--validate", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     from engine.enumerate import Engine
     from engine.files import load_programs
     progs = load_programs(args.corpus)
-    eng = Engine(args.rules)
+    shared = Engine(args.rules)
     sets = ["custom"] if args.strategy else ["graph_operator", "all"] if args.set == "both" else [args.set]
     out = {}
+    fallbacks = 0
     for name in sets:
-        out[name] = run_set(eng, progs, strategy_set(eng, name, args.strategy), args.validate)
+        strategies = strategy_set(shared, name, args.strategy)
+        eng = shared if args.shared or len(strategies) == len(shared.book.strategies) else \
+            Engine(args.rules, strategies=strategies)
+        out[name] = run_set(eng, progs, strategies, args.validate)
+        out[name]["summary"]["engine"] = "shared" if eng is shared else "dedicated"
+        fallbacks += eng.compute_fallbacks if eng is not shared else 0
+    fallbacks += shared.compute_fallbacks
+    eng = shared
     peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    machine = {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()]}
     if args.json:
-        print(json.dumps({"peak_rss_mib": peak, "compute_fallbacks": eng.compute_fallbacks, "sets": out}))
+        print(json.dumps({"peak_rss_mib": peak, "compute_fallbacks": fallbacks, "machine": machine,
+                          "sets": out}))
         return 0
     for name, res in out.items():
         s = res["summary"]
@@ -101,7 +120,8 @@ def main(argv=None) -> int:
         print("   " + " ".join(f"{k}={v}" for k, v in s.items() if k != "phases"))
         print("   phases (median/p90 ms): " + "  ".join(f"{ph} {v['median_ms']}/{v['p90_ms']}"
                                                      for ph, v in s["phases"].items()))
-    print(f"peak_rss_mib={peak} compute_fallbacks={eng.compute_fallbacks}")
+    print(f"peak_rss_mib={peak} compute_fallbacks={fallbacks} cpus={machine['cpus']} "
+          f"load_average={machine['load_average']} (timings are wall clock: a loaded machine inflates them)")
     return 0
 
 

@@ -348,10 +348,15 @@ class _Clock:
 class Engine:
     """Schema and rules loaded once into a long-lived EGraph; one push/pop per query."""
 
-    def __init__(self, rules_dir=None, rulebook: Rulebook | None = None, python_compute: bool = True):
+    def __init__(self, rules_dir=None, rulebook: Rulebook | None = None, python_compute: bool = True,
+                 strategies=None):
         """``python_compute``: helper terms are evaluated by engine.compute and the e-graph is
         loaded without the compute ruleset; a query engine.compute cannot decide is re-run on
-        a second engine that saturates the compute ruleset in egglog (built on first need)."""
+        a second engine that saturates the compute ruleset in egglog (built on first need).
+
+        ``strategies``: load only these strategies' rules (every query may select only among
+        them). Each query clones the e-graph's rules at its push, so an engine for a subset is
+        cheaper per query (graph + operator only: push + pop about half)."""
         self.book = rulebook or load_rulebook(rules_dir)
         if self.book.problems:
             f, line, msg = self.book.problems[0]
@@ -359,9 +364,16 @@ class Engine:
         self.strategies = self.book.by_name()
         self.owner = self.book.rule_owner()
         self.order = {s.name: i for i, s in enumerate(self.book.strategies)}
+        for st in strategies or ():
+            if st not in self.strategies:
+                raise LeirError(f"unknown strategy '{st}' (known: {', '.join(sorted(self.strategies))})")
+        self.loaded = tuple(s.name for s in self.book.strategies if strategies is None or s.name in strategies)
+        drop = {s.ruleset for s in self.book.strategies if s.name not in self.loaded}
         self.eg = b.EGraph()
         self._stripped = python_compute      # self.eg lacks the compute ruleset's rules
-        for filename, text in self.book.programs("compute" if python_compute else None):
+        if python_compute:
+            drop.add("compute")
+        for filename, text in self.book.programs(drop):
             self.eg.run_program(*self.eg.parse_program(text, filename=filename))
         self.compute = ComputeRules(text for _, text in self.book.programs())
         self._run_compute = self.eg.parse_program("(run-schedule (saturate (run compute)))")
@@ -410,8 +422,9 @@ class Engine:
         return sched
 
     def select(self, strategies=None, categories=None) -> tuple[str, ...] | None:
+        """The selected strategies in rule-file order (None: every strategy, all loaded)."""
         if not strategies and not categories:
-            return None
+            return None if len(self.loaded) == len(self.book.strategies) else self.loaded
         names = []
         for s in self.book.strategies:
             if strategies and s.name not in strategies:
@@ -422,6 +435,12 @@ class Engine:
         for s in strategies or ():
             if s not in self.strategies:
                 raise LeirError(f"unknown strategy '{s}' (known: {', '.join(sorted(self.strategies))})")
+        if len(self.loaded) != len(self.book.strategies):
+            names = [n for n in names if n in self.loaded]
+            missing = sorted(set(strategies or ()) - set(self.loaded))
+            if missing:
+                raise LeirError(f"strategy '{missing[0]}' is not loaded in this engine "
+                                f"(loaded: {', '.join(self.loaded)})")
         return tuple(names)
 
     def _check_relations(self, names) -> None:
@@ -479,7 +498,8 @@ class Engine:
 
     def _egglog_compute(self) -> "Engine":
         if self._full is None:
-            self._full = Engine(rulebook=self.book, python_compute=False)
+            self._full = Engine(rulebook=self.book, python_compute=False,
+                                strategies=None if len(self.loaded) == len(self.book.strategies) else self.loaded)
         return self._full
 
     def _enumerate(self, program, selected, validate: bool) -> Enumeration:

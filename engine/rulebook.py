@@ -247,21 +247,27 @@ class Rulebook:
     def rule_owner(self) -> dict[str, Strategy]:
         return {r: s for s in self.strategies for r in s.rules}
 
-    def programs(self, without_ruleset: str | None = None) -> list[tuple[str, str]]:
+    def programs(self, without_ruleset=None) -> list[tuple[str, str]]:
         """(filename, egglog text) chunks to run in order on a fresh e-graph.
 
-        ``without_ruleset``: the schema's rules of that ruleset are blanked out (engine.enumerate
-        evaluates the ``compute`` helpers in Python; fewer rules make every push/pop cheaper).
+        ``without_ruleset`` (a name or a collection of names): the rules of those rulesets are
+        blanked out (engine.enumerate evaluates the ``compute`` helpers in Python and may load
+        only some strategies; fewer rules make every push/pop of a query cheaper). The
+        rulesets themselves stay declared.
         """
+        drop = {without_ruleset} if isinstance(without_ruleset, str) else set(without_ruleset or ())
         schema = self.texts[str(self.files[0])]
-        if without_ruleset is not None:
-            schema = blank_ruleset(schema, without_ruleset)
+        if drop:
+            schema = blank_ruleset(schema, drop)
         out = [(str(self.files[0]), schema)]
         decl = "".join(f"(ruleset {s.ruleset})\n" for s in self.strategies)
         out.append(("<rulesets>", decl))
         for f in self.files[1:]:
             blocks = [s for s in self.strategies if s.file == str(f)]
-            out.append((str(f), rewrite_rulesets(self.texts[str(f)], blocks)))
+            text = rewrite_rulesets(self.texts[str(f)], blocks)
+            if drop & {b.ruleset for b in blocks}:
+                text = blank_ruleset(text, drop)
+            out.append((str(f), text))
         if self.strategies:
             combined = "(unstable-combined-ruleset step " + " ".join(s.ruleset for s in self.strategies) + ")\n"
         else:
@@ -270,12 +276,13 @@ class Rulebook:
         return out
 
 
-def blank_ruleset(text: str, ruleset: str) -> str:
-    """``text`` with every top-level rule / rewrite of ``ruleset`` replaced by spaces
-    (newlines kept, so egglog's error spans for the rest stay right)."""
+def blank_ruleset(text: str, ruleset) -> str:
+    """``text`` with every top-level rule / rewrite of ``ruleset`` (a name or a collection of
+    names) replaced by spaces (newlines kept, so egglog's error spans for the rest stay right)."""
+    names = [ruleset] if isinstance(ruleset, str) else sorted(ruleset)
     out = list(text)
     depth, start = 0, 0
-    tag = re.compile(r":ruleset\s+" + re.escape(ruleset) + r"(?![\w-])")
+    tag = re.compile(r":ruleset\s+(?:" + "|".join(re.escape(n) for n in names) + r")(?![\w-])")
     for m in _TOKEN.finditer(text):
         tok = m.group()
         if tok == "(":

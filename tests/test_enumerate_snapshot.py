@@ -98,6 +98,20 @@ def test_helpers_evaluated_in_python_match_egglog_compute(programs):
     assert fast.compute_fallbacks == 0 and slow.compute_fallbacks == 3
 
 
+def test_engine_loading_a_subset_gives_the_same_neighbours(engine, programs):
+    """Engine(strategies=...) loads only those strategies' rules (cheaper push/pop per query)
+    and enumerates exactly what the full engine does for that selection; others are refused."""
+    from engine.diagnostics import LeirError
+    from engine.enumerate import Engine
+    subset = ["loop_split", "loop_reorder", "compute_inline", "operator_fusion"]
+    small = Engine(strategies=subset)
+    for name in ("Matmul3D", "softmax"):
+        got = triples(small, programs[name], None)
+        assert got == triples(engine, programs[name], subset) and got
+    with pytest.raises(LeirError, match="not loaded"):
+        small.enumerate(programs["softmax"], ["loop_tiling"])
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] != ["--write"] or len(args) % 2 != 1 or any(a != "--without" for a in args[1::2]):
