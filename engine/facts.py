@@ -11,6 +11,7 @@ expanded to all positions then stays sound.
 """
 from __future__ import annotations
 
+from .affine import affine, radix_vars
 from .ast import BinOp, Call, Compare, Equation, Nest, Num, Ref, Unary, Var, equations, refs, walk
 
 REDUCE_OPS = ("+", "-", "*")
@@ -41,60 +42,11 @@ def cuts(n: int) -> list[int]:
 # ------------------------------------------------------------------ expressions and indices
 
 
-def affine(e, extents) -> dict | None:
-    """``e`` as {var: coef, 1: const} when it is affine in loop variables, else None."""
-    if isinstance(e, Num):
-        return {1: int(e.text)} if e.is_int else None
-    if isinstance(e, Var):
-        return {e.name: 1} if e.name in extents else None
-    if isinstance(e, Unary) and e.op == "-":
-        a = affine(e.operand, extents)
-        return None if a is None else {k: -c for k, c in a.items()}
-    if isinstance(e, BinOp) and e.op in ("+", "-"):
-        a, b = affine(e.lhs, extents), affine(e.rhs, extents)
-        if a is None or b is None:
-            return None
-        s = -1 if e.op == "-" else 1
-        out = dict(a)
-        for k, c in b.items():
-            out[k] = out.get(k, 0) + s * c
-        return out
-    if isinstance(e, BinOp) and e.op == "*":
-        a, b = affine(e.lhs, extents), affine(e.rhs, extents)
-        if a is None or b is None:
-            return None
-        if set(a) <= {1}:
-            a, b = b, a
-        if not set(b) <= {1}:
-            return None
-        k = b.get(1, 0)
-        return {v: c * k for v, c in a.items()}
-    return None
-
-
 def owned_vars(index, extents) -> set[str]:
-    """Loop vars that the index tuple determines injectively.
-
-    An entry ``c1*x1 + c2*x2 + k`` with positive coefficients is injective in all its vars
-    when, sorted by coefficient, each coefficient exceeds the largest value the smaller
-    terms reach (mixed radix), e.g. ``u*8+v`` with v < 8.
-    """
+    """Loop vars that the index tuple determines injectively (``engine.affine.radix_vars``)."""
     out: set[str] = set()
     for entry in index:
-        a = affine(entry, extents)
-        if a is None:
-            continue
-        terms = sorted((c, v) for v, c in a.items() if v != 1 and c != 0)
-        if not terms or any(c < 0 for c, _ in terms):
-            continue
-        reach, ok = 0, True
-        for c, v in terms:
-            if c <= reach:
-                ok = False
-                break
-            reach += c * (extents[v] - 1)
-        if ok:
-            out |= {v for _, v in terms}
+        out |= radix_vars(entry, extents)
     return out
 
 

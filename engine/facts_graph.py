@@ -9,7 +9,8 @@ around the single writer), so hash-consed duplicates get the same answer.
 from __future__ import annotations
 
 from .ast import Compare, Equation, Nest, Ref, Var, refs, walk
-from .facts import affine, reduce_op
+from .affine import affine, radix_vars
+from .facts import reduce_op
 
 
 def _accesses(items, outer: tuple):
@@ -32,20 +33,7 @@ def _owns(index, own: dict, outer: dict) -> bool:
     extents.update(own)
     owned: set = set()
     for entry in index:
-        a = affine(entry, extents)
-        if a is None:
-            continue
-        terms = sorted((c, v) for v, c in a.items() if v in own and c != 0)
-        if not terms or any(c < 0 for c, _ in terms):
-            continue
-        reach, ok = 0, True
-        for c, v in terms:
-            if c <= reach:
-                ok = False
-                break
-            reach += c * (own[v] - 1)
-        if ok:
-            owned |= {v for _, v in terms}
+        owned |= radix_vars(entry, extents, among=own)
     return owned >= set(own)
 
 

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from engine.ast import BinOp, Call, Num, Ref, Unary, Var, walk
-from engine.facts import affine
+from engine.affine import affine, mixed_radix
 
 BRUTE_FORCE_LIMIT = 1 << 18
 
@@ -39,15 +39,6 @@ def index_vars(index) -> list[str]:
     return list(out)
 
 
-def _mixed_radix(terms, extents) -> bool:
-    reach = 0
-    for c, v in sorted((abs(c), v) for v, c in terms):
-        if c <= reach:
-            return False
-        reach += c * (extents[v] - 1)
-    return True
-
-
 def _symbolic(index, extents: dict[str, int]) -> bool:
     known = {v for v, n in extents.items() if n == 1}
     changed = True
@@ -58,7 +49,7 @@ def _symbolic(index, extents: dict[str, int]) -> bool:
             if a is None:
                 continue
             terms = [(v, c) for v, c in a.items() if v != 1 and c != 0 and v not in known]
-            if terms and _mixed_radix(terms, extents):
+            if terms and mixed_radix(((c, v) for v, c in terms), extents):
                 known |= {v for v, _ in terms}
                 changed = True
     return len(known) == len(extents)
