@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.ast import TensorDecl
-from engine.enumerate import Engine
 from engine.files import program_from_json
 from engine.parser import parse_body
 from engine.program import make_program
-from engine.rulebook import Rulebook, load_rulebook
+from rulekit import engine_for, prog_f32 as prog
 
 CORPUS = Path("/work/shared/corpus")
 S39 = "normal_loop_max_to_prefix_max"
@@ -33,16 +31,7 @@ FAMILY = (S39, S40, S41, S42, S43)
 
 @pytest.fixture(scope="module")
 def engine():
-    full = load_rulebook()
-    keep = [f for f in full.files if f.name in ("leir.egg", "attention.egg")]
-    book = Rulebook(keep, {str(f): full.texts[str(f)] for f in keep},
-                    [s for s in full.strategies if s.file.endswith("attention.egg")], [])
-    return Engine(rulebook=book)
-
-
-def prog(text, inputs, outputs, name="t"):
-    return make_program(name, [TensorDecl(n, "f32", tuple(s)) for n, s in inputs],
-                        [TensorDecl(n, "f32", tuple(s)) for n, s in outputs], parse_body(text))
+    return engine_for("attention.egg")
 
 
 def family(engine, p, strategies=FAMILY):

@@ -15,6 +15,7 @@ from engine.enumerate import Engine
 from engine.files import program_from_json
 from engine.parser import parse_body
 from engine.program import make_program
+from rulekit import assert_all_equal, stratified
 
 GRAPH = ("operator_fusion", "operator_fission", "compute_inline", "expression_splitting",
          "common_subexpression_elimination", "expression_reorder")
@@ -278,32 +279,17 @@ def sample(engine, per_strategy: int):
             continue
         for nb in engine.enumerate(q, strategies=list(GRAPH), validate=True).neighbours:
             by[nb.provenances[0].strategy].append((q, nb))
-    out = []
-    for s in sorted(by):
-        lst = by[s]
-        step = max(1, len(lst) // per_strategy)
-        out += [(s, q, nb) for q, nb in lst[::step][:per_strategy]]
-    return out
-
-
-def _verify(pairs):
-    from lowering.verify import verify
-    bad = []
-    for s, q, nb in pairs:
-        r = verify(q, nb.program, trials=3)
-        if not r.equal:
-            bad.append((s, q.name, nb.leir, r.error))
-    assert bad == []
+    return stratified(by, per_strategy)
 
 
 def test_sample_verifies_equal(engine, tvm):
     pairs = sample(engine, 7)
     assert len(pairs) >= 35 and len({s for s, _, _ in pairs}) == len(GRAPH)
-    _verify(pairs)
+    assert_all_equal(pairs)
 
 
 @pytest.mark.slow
 def test_large_sample_verifies_equal(engine, tvm):
     pairs = sample(engine, 90)
     assert len(pairs) >= 250
-    _verify(pairs)
+    assert_all_equal(pairs)

@@ -13,6 +13,7 @@ from engine.enumerate import Engine
 from engine.files import program_from_json
 from engine.parser import parse_body
 from engine.program import make_program
+from rulekit import assert_all_equal, stratified
 from test_rules_graph import shrink
 
 SPLIT = "tensor_split_to_decouple_operators"
@@ -317,22 +318,7 @@ def sample(engine, per_rule: int):
         for s in (SPLIT, CONCAT):
             for nb in engine.enumerate(q, strategies=[s], validate=True).neighbours:
                 by.setdefault(nb.provenances[0].rule, []).append((q, nb))
-    out = []
-    for rule in sorted(by):
-        lst = by[rule]
-        step = max(1, len(lst) // per_rule)
-        out += [(rule, q, nb) for q, nb in lst[::step][:per_rule]]
-    return out
-
-
-def _verify(pairs):
-    from lowering.verify import verify
-    bad = []
-    for rule, q, nb in pairs:
-        r = verify(q, nb.program, trials=3)
-        if not r.equal:
-            bad.append((rule, q.name, nb.leir, r.error))
-    assert bad == []
+    return stratified(by, per_rule)
 
 
 def test_sample_verifies_equal(engine, tvm):
@@ -340,14 +326,14 @@ def test_sample_verifies_equal(engine, tvm):
     rules = {rule for rule, _, _ in pairs}
     assert {SPLIT + "/spatial", SPLIT + "/spatial-reduce", SPLIT + "/reduction", CONCAT + "/reduce"} <= rules
     assert len(pairs) >= 20
-    _verify(pairs)
+    assert_all_equal(pairs)
 
 
 @pytest.mark.slow
 def test_large_sample_verifies_equal(engine, tvm):
     pairs = sample(engine, 60)
     assert len(pairs) >= 150
-    _verify(pairs)
+    assert_all_equal(pairs)
 
 
 MAX2 = ("B^{4}_{tx=0}L^{6}_{a=0}[H^{f32,g}_{tx}=max(H^{f32,g}_{tx},A^{f32,g}_{tx,a});];"

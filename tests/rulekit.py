@@ -1,0 +1,42 @@
+"""Shared helpers of the rule tests: restricted engines, small programs, stratified samples,
+and the numerical check every sampled neighbour must pass."""
+from __future__ import annotations
+
+from engine.ast import TensorDecl
+from engine.enumerate import Engine
+from engine.parser import parse_body
+from engine.program import make_program
+from engine.rulebook import load_rulebook
+
+
+def engine_for(rule_file: str) -> Engine:
+    """An engine that loads only the strategies of one rule file (plus the schema)."""
+    names = [s.name for s in load_rulebook().strategies if s.file.endswith(rule_file)]
+    return Engine(strategies=names)
+
+
+def prog_f32(text, inputs, outputs, name="t"):
+    """A checked f32 program from LEIR text and (name, shape) pairs."""
+    return make_program(name, [TensorDecl(n, "f32", tuple(s)) for n, s in inputs],
+                        [TensorDecl(n, "f32", tuple(s)) for n, s in outputs], parse_body(text))
+
+
+def stratified(groups: dict, per_group: int) -> list:
+    """Every ``step``-th item of each group (groups in sorted order): deterministic and spread."""
+    out = []
+    for key in sorted(groups):
+        items = groups[key]
+        step = max(1, len(items) // per_group)
+        out += [(key, q, nb) for q, nb in items[::step][:per_group]]
+    return out
+
+
+def assert_all_equal(pairs) -> None:
+    """Each (label, program, neighbour) verifies Equal on 3 trials; lists every failure."""
+    from lowering.verify import verify
+    bad = []
+    for label, q, nb in pairs:
+        r = verify(q, nb.program, trials=3)
+        if not r.equal:
+            bad.append((label, q.name, nb.leir, r.error))
+    assert bad == []
