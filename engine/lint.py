@@ -269,4 +269,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .cli import run_cli
+    sys.exit(run_cli(main))

@@ -306,6 +306,11 @@ def rule_files(path: str | Path | None = None) -> list[Path]:
     if d.is_file():
         d = d.parent
     schema = d / SCHEMA_FILE
+    if not schema.is_file():
+        from .diagnostics import LeirError
+        hint = (" (the rules ship with the source tree: install it with `pip install -e .`, or pass --rules DIR)"
+                if path is None else "")
+        raise LeirError(f"no rule schema {SCHEMA_FILE} in {d}{hint}", file=str(d))
     others = sorted(p for p in d.glob("*.egg") if p.name != SCHEMA_FILE)
     return [schema] + others
 
