@@ -491,7 +491,51 @@ def _slice_ok(nest: Nest, rs: list, scope: str) -> bool:
     return not any(l.var.startswith("b") for l in inner)
 
 
+# ---- issue 4A (layouts and cache write): WholeCopy, TensorDim, DimSplit, CacheWriteOK ----
+def layout_cache_facts(program, enc, glob: list, per_key: dict) -> None:
+    """Facts of the whole-tensor layout copy, the in-place reshape and the cache write."""
+    body, info = program.body, program.info
+    from .facts_tensor import _in_bounds  # facts_tensor imports this module
+    shapes = {b.name: b.shape for b in info.buffers.values()}
+    dims: set = set()
+    for i, n in enumerate(body):
+        key = enc.path_key[(i,)]
+        if len(n.body) != 1 or not isinstance(n.body[0], Equation) or \
+                any(enc.path_key.get((j,)) == key for j in range(i)):
+            continue
+        eq = n.body[0]
+        in_index = {q.name for r in [eq.lhs, *refs(eq.rhs)] for x in r.index for q in refs(x)}
+        box = {l.var: (0, l.extent - 1) for l in n.loops}
+        float_lhs = info.buffers[eq.lhs.name].dtype in FLOAT_DTYPES
+        reads = list(refs(eq.rhs))
+        for name in sorted({r.name for r in reads} - in_index - {eq.lhs.name}):
+            rs = [r for r in reads if r.name == name]
+            box_copy = float_lhs and all(_in_bounds(r, box, shapes) for r in rs) and \
+                all(isinstance(x, Var) for r in rs for x in r.index)
+            size = 1
+            for m in shapes[name]:
+                size *= m
+            if not box_copy and shapes[name] and size < 2 ** 31:
+                per_key.setdefault(key, set()).add(("WholeCopy", name))
+                dims.add(name)
+        # cache write: X read in e only at I (an accumulator, so with its init) and in no index
+        x, own = eq.lhs.name, [r for r in reads if r.name == eq.lhs.name]
+        if x in in_index or any(r.index != eq.lhs.index for r in own) or (own and not eq.init):
+            continue
+        rs = [Ref(x + "#", eq.lhs.dtype, eq.lhs.scope, eq.lhs.index)]
+        for sc in ("l", "s"):
+            if _slice_ok(n, rs, sc):
+                per_key.setdefault(key, set()).add(("CacheWriteOK", sc))
+    for name, buf in sorted(info.buffers.items()):
+        if name in dims:
+            glob.extend(("TensorDim", name, k, m) for k, m in enumerate(buf.shape))
+        if buf.role == "intermediate":
+            glob.extend(("DimSplit", name, k, f) for k, m in enumerate(buf.shape) for f in divisors(m))
+# ---- end issue 4A (layouts and cache write) ----
+
+
 def memory_dce_facts(program, enc, glob: list, per_key: dict) -> None:
+    layout_cache_facts(program, enc, glob, per_key)  # issue 4A (layouts and cache write)
     body = program.body
     info = program.info
     users: dict[str, list[int]] = {}
