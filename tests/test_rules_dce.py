@@ -40,11 +40,18 @@ def test_used_or_output_statements_stay(engine):
     assert engine.enumerate(prog(two, {"A": [4, 8]}, {"C": [4, 8]}), ["dead_code_elimination"]).neighbours == []
 
 
-def test_reference_coverage_cumsum_exclusive(engine):
+def test_reference_coverage_every_pair(engine):
+    """Every (program, dead_code_elimination) pair of reference_coverage.jsonl is matched (no
+    exceptions); the removed statement verifies Equal on cumsum_exclusive's shape."""
+    import json
     from engine.files import load_programs
-    p = next(q for q in load_programs("/work/shared/corpus/programs.jsonl") if q.name == "cumsum_exclusive")
-    res = engine.enumerate(p, ["dead_code_elimination"])
-    assert res.neighbours and not res.invalid
+    progs = {p.name: p for p in load_programs("/work/shared/corpus/programs.jsonl")}
+    names = [json.loads(l)["name"] for l in open("/work/shared/corpus/reference_coverage.jsonl")
+             if "dead_code_elimination" in json.loads(l)["strategies"]]
+    assert names == ["cumsum_exclusive"]
+    for name in names:
+        res = engine.enumerate(progs[name], ["dead_code_elimination"], validate=True)
+        assert res.neighbours and not res.invalid, name
 
 
 def test_metadata_bucket_is_decided():
