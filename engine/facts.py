@@ -613,6 +613,13 @@ def memory_dce_facts(program, enc, glob: list, per_key: dict) -> None:
         if isinstance(node, Nest) and key in enc.item_paths:
             for v in table_vars(node):
                 per_key.setdefault(key, set()).add(("TableVar", v))
+    # ---- issue 4 (operator/attention InexactOK guard): (InexactWrites s) ----
+    inexact = set(inexact_ok(program))
+    for key, node in enc.orig.items():
+        if isinstance(node, Nest) and key in enc.item_paths and \
+                all(eq.lhs.name in inexact for _, eq in _equations(node, ())):
+            per_key.setdefault(key, set()).add(("InexactWrites",))
+    # ---- end issue 4 ----
 
 
 def table_vars(nest: Nest) -> list[str]:

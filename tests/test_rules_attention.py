@@ -326,3 +326,42 @@ def test_masked_rows_starting_with_minus_inf(engine):
 @pytest.mark.parametrize("name", sorted(set(SMALL) - set(FAST)))
 def test_more_programs_verify_equal(engine, name):
     assert check_equal(engine, name) >= 2
+
+
+# ------------------------------------------------------------------ InexactOK (argmax regression)
+# An argmax of the softmax (or attention) output: the output flows into the exact comparison
+# Y >= max(Y) of an i64 index, so the reassociating rewrites (S40-S43), which change Y by
+# rounding, must not fire; the bitwise prefix max (S39) still does.
+ARGMAX_SM = ("B^{4}_{tx=0}L^{8}_{a=0}[N^{f32,g}_{tx}=max(N^{f32,g}_{tx},C^{f32,g}_{tx,a});];"
+             "B^{4}_{tx=0}[I^{i64,g}_{tx}=0;];"
+             "B^{4}_{tx=0}L^{8}_{a=0}[I^{i64,g}_{tx}=if_then_else(C^{f32,g}_{tx,a}>=N^{f32,g}_{tx},a,I^{i64,g}_{tx});];")
+ARGMAX_ATT = ("B^{2}_{tx=0}L^{6}_{a=0}L^{3}_{c=0}[N^{f32,g}_{tx,a}=max(N^{f32,g}_{tx,a},O^{f32,g}_{tx,a,c});];"
+              "B^{2}_{tx=0}L^{6}_{a=0}[I^{i64,g}_{tx,a}=0;];"
+              "B^{2}_{tx=0}L^{6}_{a=0}L^{3}_{c=0}[I^{i64,g}_{tx,a}=if_then_else(O^{f32,g}_{tx,a,c}>=N^{f32,g}_{tx,a},c,"
+              "I^{i64,g}_{tx,a});];")
+
+
+def _with_argmax(body, inputs, out):
+    from engine.ast import TensorDecl
+    return make_program("t", tuple(TensorDecl(n, "f32", tuple(s)) for n, s in inputs),
+                        (TensorDecl("I", "i64", tuple(out)),), parse_body(body))
+
+
+def test_reassociating_family_keeps_away_from_an_argmax(engine):
+    sm = _with_argmax(SOFTMAX + ARGMAX_SM, [("A", [4, 8])], [4])
+    att = _with_argmax(ATT + ARGMAX_ATT, [("S", [2, 6, 5]), ("K", [2, 5, 3])], [2, 6])
+    for p in (sm, att):
+        assert texts(engine, p, S39), p.leir     # bitwise: still there
+        for st in (S40, S41, S42):
+            assert texts(engine, p, st) == [], st
+    # the same programs without the argmax get every form
+    assert texts(engine, softmax_prog(), S40) and texts(engine, softmax_prog(), S41)
+    assert texts(engine, att_prog(), S42)
+
+
+def test_prefix_matmul_keeps_away_from_an_argmax(engine):
+    online = texts(engine, att_prog(), S41)
+    assert len(online) == 1
+    assert texts(engine, att_prog(online[0]), S43)
+    p = _with_argmax(online[0] + ARGMAX_ATT, [("S", [2, 6, 5]), ("K", [2, 5, 3])], [2, 6])
+    assert texts(engine, p, S43) == []

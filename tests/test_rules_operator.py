@@ -201,3 +201,53 @@ def test_reduction_factorization_rejects_a_shared_lhs_index(eng):
     p = prog("L^{3}_{a=0}L^{3}_{c=0}L^{4}_{f=0}[D^{f32,g}_{a+c}=D^{f32,g}_{a+c}+A^{f32,g}_{a,c,f};];",
              [("A", (3, 3, 4))], [("D", (5,))])
     assert texts(eng, p, "reduction_factorization")[0] == []
+
+
+# ------------------------------------------------------------------ InexactOK (argmax regression)
+
+# argmax over row sums: S (a + reduction over a and c) flows into the exact comparison
+# S >= M of the i64 index I, so no rounding change of S is bounded by any tolerance.
+ROWSUM = ("B^{4}_{tx=0}L^{6}_{r=0}L^{4}_{a=0}L^{8}_{c=0}[S^{f32,g}_{tx,r}=S^{f32,g}_{tx,r}+A^{f32,g}_{tx,r,a,c};];"
+          "B^{4}_{tx=0}L^{6}_{r=0}[M^{f32,g}_{tx}=max(M^{f32,g}_{tx},S^{f32,g}_{tx,r});];")
+ARGMAX_TAIL = ("B^{4}_{tx=0}[I^{i64,g}_{tx}=0;];"
+               "B^{4}_{tx=0}L^{6}_{r=0}[I^{i64,g}_{tx}=if_then_else(S^{f32,g}_{tx,r}>=M^{f32,g}_{tx},r,I^{i64,g}_{tx});];")
+
+
+def _rowsum(argmax: bool):
+    a = (TensorDecl("A", "f32", (4, 6, 4, 8)),)
+    if argmax:
+        return make_program("t", a, (TensorDecl("I", "i64", (4,)),), parse_body(ROWSUM + ARGMAX_TAIL))
+    return make_program("t", a, (TensorDecl("M", "f32", (4,)),), parse_body(ROWSUM))
+
+
+def _rules(eng, p, strategy):
+    return sorted({(pv.rule, pv.param.get("exactness")) for nb in texts(eng, p, strategy)[1]
+                   for pv in nb.provenances})
+
+
+def test_reassociating_operator_rules_keep_away_from_an_argmax(eng):
+    free, exact = _rowsum(False), _rowsum(True)
+    # without the argmax S is free to round: every reassociating form appears
+    assert ("loop_reorder/reassociating", "reassociating") in _rules(eng, free, "loop_reorder")
+    assert ("loop_tiling/reassociating", "reassociating") in _rules(eng, free, "loop_tiling")
+    assert ("reduction_factorization/sum", "reassociating") in _rules(eng, free, "reduction_factorization")
+    # with it only the bitwise forms remain: swaps that keep every accumulation order, and the
+    # max reduction's factorization (max is exact in any order)
+    assert _rules(eng, exact, "loop_reorder") == [("loop_reorder", "bitwise")]
+    assert {r for r, _ in _rules(eng, exact, "loop_tiling")} == {"loop_tiling"}
+    assert _rules(eng, exact, "reduction_factorization") == [("reduction_factorization/extremum", "bitwise")]
+    # the S nest in particular gets no reassociating swap (a and c are both reduced there)
+    s_nest = [nb.leir for nb in texts(eng, exact, "loop_reorder")[1]
+              if nb.leir.startswith("B^{4}_{tx=0}L^{6}_{r=0}L^{8}_{c=0}L^{4}_{a=0}")]
+    assert s_nest == []
+
+
+def test_product_and_difference_factorization_keep_away_from_an_argmax(eng):
+    for op in ("*", "-"):
+        body = (ROWSUM + ARGMAX_TAIL).replace("S^{f32,g}_{tx,r}+A", f"S^{{f32,g}}_{{tx,r}}{op}A")
+        p = make_program("t", (TensorDecl("A", "f32", (4, 6, 4, 8)),), (TensorDecl("I", "i64", (4,)),),
+                         parse_body(body))
+        assert _rules(eng, p, "reduction_factorization") == [("reduction_factorization/extremum", "bitwise")], op
+        free = make_program("t", (TensorDecl("A", "f32", (4, 6, 4, 8)),), (TensorDecl("S", "f32", (4, 6)),),
+                            parse_body(body.split("];")[0] + "];"))
+        assert _rules(eng, free, "reduction_factorization"), op

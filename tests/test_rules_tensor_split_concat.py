@@ -361,3 +361,27 @@ def test_every_handwritten_neighbour_verifies_equal(engine, tvm):
                 bad.append((nb.leir, r.error))
     assert bad == []
     assert {CONCAT, CONCAT + "/reduce", CONCAT + "/extremum", SPLIT + "/reduction-difference"} <= rules
+
+
+# --------------------------------------------------------------------------- InexactOK (argmax)
+# argmax over row sums: S flows into the exact comparison S >= M of the i64 index I, so the
+# reassociating /reduction split of S is refused; the bitwise splits (spatial, max) remain.
+ROWSUM = ("B^{4}_{tx=0}L^{6}_{r=0}L^{8}_{c=0}[S^{f32,g}_{tx,r}=S^{f32,g}_{tx,r}+A^{f32,g}_{tx,r,c};];"
+          "B^{4}_{tx=0}L^{6}_{r=0}[M^{f32,g}_{tx}=max(M^{f32,g}_{tx},S^{f32,g}_{tx,r});];")
+ARGMAX_TAIL = ("B^{4}_{tx=0}[I^{i64,g}_{tx}=0;];"
+               "B^{4}_{tx=0}L^{6}_{r=0}[I^{i64,g}_{tx}=if_then_else(S^{f32,g}_{tx,r}>=M^{f32,g}_{tx},r,I^{i64,g}_{tx});];")
+
+
+@pytest.mark.parametrize("op", ["+", "-", "*"])
+def test_reassociating_split_keeps_away_from_an_argmax(engine, op):
+    body = ROWSUM.replace("S^{f32,g}_{tx,r}+A", f"S^{{f32,g}}_{{tx,r}}{op}A")
+    inputs = {"A": (F, [4, 6, 8])}
+    exact = prog(body + ARGMAX_TAIL, inputs, {"I": ("i64", [4])})
+    free = prog(body, inputs, {"M": (F, [4])})
+    rules = lambda p: {pv.rule for nb in engine.enumerate(p, strategies=[SPLIT], validate=True).neighbours
+                       for pv in nb.provenances}
+    reassoc = {SPLIT + "/reduction", SPLIT + "/reduction-difference"}
+    assert rules(free) & reassoc
+    got = rules(exact)
+    assert not got & reassoc
+    assert {SPLIT + "/reduction-extremum", SPLIT + "/spatial-reduce"} <= got
