@@ -77,7 +77,10 @@ _SCHEMA_SORTS = {sort for sort, _ in SIGNATURES.values()}
 class ComputeRules:
     """Helper definitions of the ``compute`` ruleset, read from the rule files' text."""
 
-    def __init__(self, texts):
+    def __init__(self, texts, shortcuts: bool = True):
+        """``shortcuts``: helpers of ``NAME_MAPS`` return a term that does not mention their
+        name argument unchanged, without descending into it (tests compare both ways)."""
+        self.shortcuts = shortcuts
         self.helpers: dict[str, tuple[tuple[str, ...], str]] = {}   # name -> (arg sorts, sort)
         self.functions: dict[str, tuple[tuple[str, ...], str]] = {}
         self.sorts: dict[str, str] = {"String": "S", "i64": "I"}
@@ -165,6 +168,45 @@ class Evaluator:
         self.keys = interner.keys
         self.lookup = lookup
         self.memo: dict[tuple, object] = {}
+        self._names: dict[int, tuple] = {}
+
+    def names(self, k: int) -> tuple:
+        """(loop variables read, tensors referenced) anywhere in the term ``k`` (memoised)."""
+        memo = self._names
+        got = memo.get(k)
+        if got is not None:
+            return got
+        keys = self.keys
+        stack = [k]
+        while stack:   # iterative post-order: long statement lists are deep terms
+            x = stack[-1]
+            if x in memo:
+                stack.pop()
+                continue
+            node = keys[x]
+            kids = _TERM_ARGS.get(node[0], ())
+            pending = False
+            for i in kids:
+                c = node[i]
+                if c not in memo:
+                    stack.append(c)
+                    pending = True
+            if pending:
+                continue
+            stack.pop()
+            name = node[0]
+            if name == "Var":
+                memo[x] = (frozenset((node[1],)), _EMPTY)
+                continue
+            vs, ts = (_EMPTY, frozenset((node[1],))) if name == "Ref" else _NONE
+            for i in kids:
+                cv, ct = memo[node[i]]
+                if cv:
+                    vs = vs | cv if vs else cv
+                if ct:
+                    ts = ts | ct if ts else ct
+            memo[x] = (vs, ts)
+        return memo[k]
 
     def apply(self, name: str, args: tuple):
         """The value of the helper application ``(name args...)``."""
@@ -175,6 +217,25 @@ class Evaluator:
             return fn(self, *args)
         except (TypeError, ValueError, ZeroDivisionError, IndexError, RecursionError) as ex:
             raise Unsupported(f"{name}: {ex}") from None
+
+
+_EMPTY = frozenset()
+_NONE = (_EMPTY, _EMPTY)
+# schema constructor -> positions (1-based, in its interned key) of its term arguments
+_TERM_ARGS = {name: tuple(i + 1 for i, k in enumerate(kinds) if k not in ("S", "I"))
+              for name, (_, kinds) in SIGNATURES.items()}
+
+# Name-keyed structural maps of the helper library: every compute rule of these helpers
+# rebuilds the constructor it matched with the helper applied to the children, except on
+# the trigger (a (Var v) for the Sub* family, a (Ref X ...) for the tensor maps), where v / X
+# is the helper's second argument. On a term without the trigger the result is therefore the
+# term itself, so evaluation can return it without descending into it (a substitution inside
+# one statement otherwise rebuilt every untouched subterm). tests/test_enumerate.py checks
+# that evaluation with and without this shortcut agrees on the corpus.
+NAME_MAPS: dict[str, int] = {}      # helper -> 0 (its name argument is a loop variable) / 1 (a tensor)
+for _fam, _which in (("Sub", 0), ("Scope", 1), ("Swap", 1), ("Split", 1)):
+    for _suffix in ("E", "Es", "I", "Is"):
+        NAME_MAPS[_fam + _suffix] = _which
 
 
 # ------------------------------------------------------------------ compilation to closures
@@ -432,8 +493,13 @@ class _Gen:
     def helper(self, name: str) -> str:
         sorts, _ = self.r.helpers[name]
         params = [f"a{i}" for i in range(len(sorts))]
-        out = [f"def h_{name}(ev, {', '.join(params)}):",
-               f"    mk = ({name!r}, {''.join(p + ', ' for p in params)})",
+        out = [f"def h_{name}(ev, {', '.join(params)}):"]
+        which = NAME_MAPS.get(name)
+        if (self.r.shortcuts and which is not None and len(sorts) >= 2 and self.r.kind(sorts[0]) == "key"
+                and self.r.kind(sorts[1]) == "S"):
+            out += ["    if type(a0) is int and type(a1) is str and a1 not in ev.names(a0)[%d]:" % which,
+                    "        return a0"]
+        out += [f"    mk = ({name!r}, {''.join(p + ', ' for p in params)})",
                "    r = ev.memo.get(mk)",
                "    if r is not None:",
                "        return r",

@@ -557,7 +557,7 @@ class Engine:
                 continue
             for row in fn.rows:
                 lhs, rhs, rule, params = row.inputs
-                rows.append((rel, dec.key_of(lhs), rhs, eg.value_to_string(rule),
+                rows.append((rel, dec.key_of(lhs), rhs, dec.prim("S", rule),
                              tuple(dec.params(params).items())))
         return dec, [(rel, lk, dec.key_of(rv), rule, ps) for rel, lk, rv, rule, ps in rows]
 

@@ -290,11 +290,29 @@ class Decoder:
         self._keys: dict = {}
         self._strs: dict = {}
         self._ints: dict = {}
+        self._sets: dict = {}
+        self._looked: dict = {}
         self._values: dict[int, Any] = {}    # key -> an e-class holding it (function lookups)
         self._asts: dict[int, Any] = {}
+        # name -> (schema constructor?, per-argument kind: "K" term / "S" / "I" / other,
+        #          indices of the term arguments)
+        self._plans: dict[str, tuple] = {}
+        for name, kinds in self.kinds.items():
+            ctor = name in SIGNATURES
+            ks = tuple(("K" if ctor else kd) if kd not in _PRIM_KINDS or kd == "key" else kd for kd in kinds)
+            ks = tuple("K" if kd == "key" else kd for kd in ks)
+            self._plans[name] = (ctor, ks, tuple(i for i, kd in enumerate(ks) if kd == "K"))
 
     def _lookup(self, name: str, args: tuple):
-        """An egglog function's value on terms the e-graph holds (compute rule queries)."""
+        """An egglog function's value on terms the e-graph holds (compute rule queries);
+        memoised (helpers look the same sets up many times)."""
+        mk = (name, args)
+        got = self._looked.get(mk)
+        if got is None:
+            got = self._looked[mk] = self._lookup_uncached(name, args)
+        return got
+
+    def _lookup_uncached(self, name: str, args: tuple):
         from .compute import Unsupported
         sorts, out = self._functions[name]
         vals = []
@@ -307,18 +325,26 @@ class Decoder:
             raise Unsupported(f"lookup {name}: no value")
         kind = self._sort_kind(out)
         if kind == "set":
-            return frozenset(self.eg.value_to_string(x) for x in self.eg.value_to_set(v))
+            return self._set(v)
         if kind in ("S", "I"):
             return self.prim(kind, v)
         if kind == "key":
             return self.key_of(v)
         raise Unsupported(f"lookup {name}: result sort {out}")
 
+    def _set(self, v) -> frozenset:
+        """A Set String value as a frozenset (cached: converting costs one call per element)."""
+        got = self._sets.get(v)
+        if got is None:
+            to_str = self.eg.value_to_string
+            got = self._sets[v] = frozenset(to_str(x) for x in self.eg.value_to_set(v))
+        return got
+
     def _arg(self, kind, v):
         if kind in ("S", "I"):
             return self.prim(kind, v)
         if kind == "set":
-            return frozenset(self.eg.value_to_string(x) for x in self.eg.value_to_set(v))
+            return self._set(v)
         if kind == "key":
             return self._keys[v]
         from .compute import Unsupported
@@ -338,7 +364,8 @@ class Decoder:
         k = keys.get(value)
         if k is not None:
             return k
-        nodes, kinds_of, prim, table = self.nodes, self.kinds, self.prim, self.key.table
+        nodes, plans, table, values = self.nodes, self._plans, self.key.table, self._values
+        strs, ints = self._strs, self._ints
         stack = [value]
         while stack:  # iterative post-order: terms can be deep (long lists)
             v = stack[-1]
@@ -349,20 +376,33 @@ class Decoder:
             if node is None:
                 raise KeyError("e-class has no schema constructor (a helper was not computed)")
             name, ins = node
-            kinds = kinds_of[name]
+            ctor, kinds, children = plans[name]
             pending = False
-            for kd, x in zip(kinds, ins):
-                if kd not in _PRIM_KINDS and x not in keys:
+            for i in children:
+                x = ins[i]
+                if x not in keys:
                     stack.append(x)
                     pending = True
             if pending:
                 continue
-            if name in SIGNATURES:
-                k = keys[v] = table[(name,) + tuple(prim(kd, x) if kd in ("S", "I") else keys[x]
-                                                    for kd, x in zip(kinds, ins))]
-                self._values.setdefault(k, v)
+            args = []
+            for kd, x in zip(kinds, ins):
+                if kd == "K":
+                    args.append(keys[x])
+                elif kd == "S":
+                    got = strs.get(x)
+                    args.append(got if got is not None else self.prim("S", x))
+                elif kd == "I":
+                    got = ints.get(x)
+                    args.append(got if got is not None else self.prim("I", x))
+                else:
+                    args.append(self._arg(kd, x))
+            if ctor:
+                k = keys[v] = table[(name, *args)]
+                if k not in values:
+                    values[k] = v
             else:
-                keys[v] = self.ev.apply(name, tuple(self._arg(kd, x) for kd, x in zip(kinds, ins)))
+                keys[v] = self.ev.apply(name, tuple(args))
             stack.pop()
         return keys[value]
 

@@ -262,3 +262,40 @@ def test_undeclared_fact_relation_is_a_clear_error(tmp_path, corpus):
     with pytest.raises(LeirError, match="'FirstUse', which no rule file declares"):
         eng.enumerate(corpus[0])
     assert eng._depth == 0
+
+
+def test_name_map_shortcut_matches_full_evaluation(corpus):
+    """engine.compute returns a term that does not mention a Sub*/Scope*/Swap*/Split* helper's
+    name argument unchanged without evaluating the helper's rules on it; with the shortcut
+    disabled every neighbour (text and provenance) must be the same."""
+    from engine.compute import NAME_MAPS, ComputeRules, Evaluator
+    from engine.terms import Interner, encode
+
+    fast = Engine()
+    slow = Engine(rulebook=fast.book)
+    slow.compute = ComputeRules((t for _, t in slow.book.programs()), shortcuts=False)
+    picked = [p for p in corpus if any(s in p.name for s in ("Conv", "Softmax", "Matmul", "Gemm"))][:6] + corpus[:3]
+    hits = 0
+    for p in picked:
+        a = [(n.leir, [q.to_json() for q in n.provenances]) for n in fast.enumerate(p).neighbours]
+        b = [(n.leir, [q.to_json() for q in n.provenances]) for n in slow.enumerate(p).neighbours]
+        assert a == b, p.name
+        hits += len(a)
+    assert hits > 500
+    assert fast.compute_fallbacks == slow.compute_fallbacks == 0
+    assert set(NAME_MAPS) <= set(fast.compute.generated)
+    # the name sets the shortcut relies on
+    interner = Interner()
+    enc = encode(corpus[0].body, interner)
+    ev = Evaluator(fast.compute, interner)
+    vs, ts = ev.names(enc.root)
+    from engine.ast import walk, Var, Ref
+    want_v, want_t = set(), set()
+    for _, eq in equations(corpus[0].body):
+        for e in (eq.lhs, eq.rhs):
+            for x in walk(e):
+                if isinstance(x, Var):
+                    want_v.add(x.name)
+                elif isinstance(x, Ref):
+                    want_t.add(x.name)
+    assert (set(vs), set(ts)) == (want_v, want_t) and want_v and want_t
