@@ -72,13 +72,6 @@ def _sum(ctx):
     return ctx.out
 
 
-@rule("prod")
-def _prod(ctx):
-    x, dims, keep = _dims_keep(ctx)
-    reduce_into(ctx, ctx.out, x, dims, keep, _mul)
-    return ctx.out
-
-
 @rule("mean")
 def _mean(ctx):
     x, dims, keep = _dims_keep(ctx)
@@ -90,18 +83,18 @@ def _mean(ctx):
     return out
 
 
-@rule("amax")
-def _amax(ctx):
-    x, dims, keep = _dims_keep(ctx)
-    reduce_into(ctx, ctx.out, x, dims, keep, vmax)
-    return ctx.out
+def _reduce_rule(combine):
+    """A reduction straight into the output with ``combine`` (no temporary needed)."""
+    def fn(ctx):
+        x, dims, keep = _dims_keep(ctx)
+        reduce_into(ctx, ctx.out, x, dims, keep, combine)
+        return ctx.out
+    return fn
 
 
-@rule("amin")
-def _amin(ctx):
-    x, dims, keep = _dims_keep(ctx)
-    reduce_into(ctx, ctx.out, x, dims, keep, vmin)
-    return ctx.out
+# ATen op packet -> combiner, for reductions that write the output directly
+for _name, _combine in (("prod", _mul), ("amax", vmax), ("amin", vmin)):
+    rule(_name)(_reduce_rule(_combine))
 
 
 def _arg_extremum(ctx, x: TensorVal, dims, keep, out_idx: TensorVal, ext: TensorVal, is_max: bool):
