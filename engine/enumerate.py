@@ -23,11 +23,11 @@ from dataclasses import dataclass, field, replace
 
 import egglog.bindings as b
 
-from .ast import Equation, Loop, Nest, Ref, Var, transform
+from .ast import Equation, Loop, Nest, Ref, Var, transform, walk
 from .compute import ComputeRules, Unsupported
 from .diagnostics import LeirError
 from .facts import program_facts
-from .printer import body_to_str
+from .printer import Printer
 from .rulebook import Rulebook, load_rulebook
 from .strata import strata
 from .terms import SP, Decoder, Interner, call, encode, lit_i, lit_s
@@ -122,22 +122,35 @@ class InvalidNeighbour(Exception):
     """A rule built a program that fails re-analysis: a bug in that rule."""
 
 
+class _Shared:
+    """What one enumeration's neighbours share: a printer that remembers the text of every
+    node (neighbours share almost all of their nodes with the program and each other)."""
+
+    __slots__ = ("printer",)
+
+    def __init__(self):
+        self.printer = Printer({})
+
+
 class Neighbour:
     """One distinct neighbour and every way it was obtained.
 
     The body, its text and the fresh names are materialised on first use (most callers
-    sample a few neighbours of many). ``program`` re-analyses the body with
+    sample a few neighbours of many): the new statements are printed with their placeholders
+    and the fresh names substituted in the text, so listing texts never rebuilds an AST; the
+    renamed body is built only when asked for. ``program`` re-analyses the body with
     ``check_inits`` (the printed text must carry the initialisation the rule built);
     failure raises ``InvalidNeighbour``.
     """
 
     __slots__ = ("base", "lo", "hi", "_new", "_taken", "raw_provenances", "_provs", "_body", "_leir", "_names",
-                 "_program")
+                 "_program", "_shared", "_texts", "_maps")
 
-    def __init__(self, base, lo: int, hi: int, new, taken: set, provenances):
+    def __init__(self, base, lo: int, hi: int, new, taken: set, provenances, shared: "_Shared | None" = None):
         self.base, self.lo, self.hi, self._new, self._taken = base, lo, hi, new, taken
+        self._shared = shared or _Shared()     # one enumeration's neighbours share it
         self.raw_provenances = provenances      # as the rules wrote them (placeholders unresolved)
-        self._body = self._leir = self._names = self._program = self._provs = None
+        self._body = self._leir = self._names = self._program = self._provs = self._texts = self._maps = None
 
     @property
     def provenances(self) -> list:
@@ -148,28 +161,36 @@ class Neighbour:
             self._provs = [resolve_provenance(p, names) for p in self.raw_provenances]
         return self._provs
 
-    def _materialise(self):
-        new = self._new() if callable(self._new) else self._new
-        new, self._names = resolve_fresh(self._taken, new)
-        self._body = self.base.body[:self.lo] + new + self.base.body[self.hi:]
+    def _plan(self):
+        """Decode the new statements, print them (placeholders and all) and choose names."""
+        if self._maps is None:
+            if callable(self._new):
+                self._new = self._new()
+            texts = [self._shared.printer.item(n) for n in self._new]
+            self._maps, self._names, self._texts = fresh_plan(self._taken, self._new, texts)
 
     @property
     def body(self) -> tuple:
         if self._body is None:
-            self._materialise()
+            self._plan()
+            new = tuple(_rename(n, names) if names else n for n, names in zip(self._new, self._maps))
+            self._body = self.base.body[:self.lo] + new + self.base.body[self.hi:]
         return self._body
 
     @property
     def fresh_names(self) -> dict:
         """{placeholder: fresh name} chosen for this neighbour."""
-        if self._names is None:
-            self._materialise()
+        self._plan()
         return self._names
 
     @property
     def leir(self) -> str:
         if self._leir is None:
-            self._leir = body_to_str(self.body)
+            self._plan()
+            item, body = self._shared.printer.item, self.base.body
+            self._leir = ("".join(item(n) for n in body[:self.lo]) +
+                          "".join(self._texts) +
+                          "".join(item(n) for n in body[self.hi:]))
         return self._leir
 
     @property
@@ -247,26 +268,24 @@ def _tensor_names(program, body) -> set[str]:
     return names
 
 
-def _rename(item, loop_map: dict, tensor_map: dict):
-    """``item`` with placeholder loop vars and tensor names replaced."""
-    def fix_expr(e):
-        def fn(x):
-            if isinstance(x, Var) and x.name in loop_map:
-                return replace(x, name=loop_map[x.name])
-            if isinstance(x, Ref) and x.name in tensor_map:
-                return replace(x, name=tensor_map[x.name])
-            return x
-        return transform(e, fn)
+def _rename(item, names: dict):
+    """``item`` with placeholder loop vars and tensor names replaced through ``names``."""
+    def fn(x):
+        if isinstance(x, Var) and x.name in names:
+            return replace(x, name=names[x.name])
+        if isinstance(x, Ref) and x.name in names:
+            return replace(x, name=names[x.name])
+        return x
 
     if isinstance(item, Equation):
-        return replace(item, lhs=fix_expr(item.lhs), rhs=fix_expr(item.rhs))
-    loops = tuple(replace(l, var=loop_map.get(l.var, l.var)) for l in item.loops)
-    return replace(item, loops=loops, body=tuple(_rename(it, loop_map, tensor_map) for it in item.body))
+        return replace(item, lhs=transform(item.lhs, fn), rhs=transform(item.rhs, fn))
+    loops = tuple(replace(l, var=names.get(l.var, l.var)) for l in item.loops)
+    return replace(item, loops=loops, body=tuple(_rename(it, names) for it in item.body))
 
 
 def _placeholders(item, loops: set, tensors: set):
+    """Every placeholder loop variable and tensor name under ``item`` (a full walk)."""
     if isinstance(item, Equation):
-        from .ast import walk
         for e in (item.lhs, item.rhs):
             for x in walk(e):
                 if isinstance(x, Var) and x.name.startswith("#"):
@@ -281,49 +300,82 @@ def _placeholders(item, loops: set, tensors: set):
         _placeholders(it, loops, tensors)
 
 
-def resolve_fresh(taken_tensors: set, stmts: tuple) -> tuple[tuple, dict]:
-    """Replace placeholder names in the new top-level statements by fresh ones.
+class _Uncovered(Exception):
+    """A placeholder in the text is not among the declared ones (see ``fresh_plan``)."""
 
-    Loop placeholders get the first name unused in their statement; tensor placeholders
-    the first capital-sequence name unused anywhere (``taken_tensors`` plus ``stmts``).
-    Returns (statements, {placeholder: name}).
+
+def rename_text(text: str, names: dict) -> str:
+    """Canonical text with every placeholder replaced through ``names``. ``#`` occurs in
+    canonical text only where a placeholder starts; the longest name matching there wins."""
+    if "#" not in text:
+        return text
+    parts = text.split("#")
+    out = [parts[0]]
+    order = sorted(names, key=len, reverse=True)
+    for part in parts[1:]:
+        for ph in order:
+            if part.startswith(ph[1:]):
+                out.append(names[ph] + part[len(ph) - 1:])
+                break
+        else:
+            raise _Uncovered("#" + part[:20])
+    return "".join(out)
+
+
+def fresh_plan(taken_tensors: set, stmts: tuple, texts: list[str]) -> tuple[list[dict], dict, list[str]]:
+    """Fresh names for the placeholders of the new top-level statements ``stmts`` (printed as
+    ``texts``): ({placeholder: name} per statement, {placeholder: name} over all of them, the
+    texts with the names substituted).
+
+    Loop placeholders get the first name unused in their statement; tensor placeholders the
+    first capital-sequence name unused anywhere (``taken_tensors`` plus ``stmts``). The
+    placeholders are read off the loop headers and equation LHSs (a fresh loop variable is
+    bound by a loop of its statement, a fresh tensor written by one); if the text holds one
+    they miss, every expression is walked instead.
     """
-    tensors_all: set = set()
-    per_stmt = []
-    for n in stmts:
-        lp: set = set()
-        _placeholders(n, lp, tensors_all)
-        per_stmt.append(lp)
-    if not tensors_all and not any(per_stmt):
-        return stmts, {}
+    if not any("#" in t for t in texts):
+        return [{} for _ in stmts], {}, texts
+    tensors = {eq.lhs.name for n in stmts for _, eq in _eqs(n) if eq.lhs.name.startswith("#")}
+    loops = [{v for v in _nest_vars(n) if v.startswith("#")} for n in stmts]
+    try:
+        return _plan_names(taken_tensors, stmts, texts, tensors, loops)
+    except _Uncovered:
+        tensors, loops = set(), []
+        for n in stmts:
+            lp: set = set()
+            _placeholders(n, lp, tensors)
+            loops.append(lp)
+        return _plan_names(taken_tensors, stmts, texts, tensors, loops)
+
+
+def _plan_names(taken_tensors, stmts, texts, tensors: set, loops: list[set]):
     tensor_map: dict = {}
-    if tensors_all:
+    if tensors:
         taken = set(taken_tensors)
         for n in stmts:
             for _, eq in _eqs(n):
                 taken.add(eq.lhs.name)
         gen = (t for t in tensor_names() if t not in taken and t[0] not in "LPVBUT")
-        for ph in sorted(tensors_all):
+        for ph in sorted(tensors):
             tensor_map[ph] = next(gen)
     mapping = dict(tensor_map)
-    out = []
-    for n, phs in zip(stmts, per_stmt):
-        if not phs and not tensor_map:
-            out.append(n)
-            continue
-        taken = {v for v in _nest_vars(n) if not v.startswith("#")} | _AVOID
-        loop_map: dict = {}
-        for ph in sorted(phs):
-            prefix, _, hint = ph[1:].partition(".")
-            if prefix and prefix + hint not in taken:
-                name = prefix + hint
-            else:
-                name = next(prefix + w for w in loop_names() if prefix + w not in taken)
-            taken.add(name)
-            loop_map[ph] = name
-            mapping.setdefault(ph, name)
-        out.append(_rename(n, loop_map, tensor_map))
-    return tuple(out), mapping
+    per_stmt, renamed = [], []
+    for n, phs, text in zip(stmts, loops, texts):
+        names = dict(tensor_map)
+        if phs:
+            taken = {v for v in _nest_vars(n) if not v.startswith("#")} | _AVOID
+            for ph in sorted(phs):
+                prefix, _, hint = ph[1:].partition(".")
+                if prefix and prefix + hint not in taken:
+                    name = prefix + hint
+                else:
+                    name = next(prefix + w for w in loop_names() if prefix + w not in taken)
+                taken.add(name)
+                names[ph] = name
+                mapping.setdefault(ph, name)
+        per_stmt.append(names)
+        renamed.append(rename_text(text, names))
+    return per_stmt, mapping, renamed
 
 
 def _eqs(n):
@@ -616,6 +668,7 @@ class Engine:
         top = [enc.path_key[(i,)] for i in range(len(body))]
         taken = _tensor_names(program, body)
         found: dict[tuple, Neighbour] = {}
+        shared = _Shared()
         for rel, lhs_key, rhs_value, rule, params in rows:
             strat = self.owner.get(rule)
             if strat is None:
@@ -634,7 +687,7 @@ class Engine:
                         ident = (lo, lo + 1, path, rhs_key)
                         new = _Lazy(dec, (rhs_key,), lambda n, o=body[lo], p=path: (_replace_item(o.body, p[1:], n[0], o),))
                     self._add(found, ident, program, lo, lo + 1, new, taken,
-                              Provenance(strat.name, strat.category, rule, path, params, exact))
+                              Provenance(strat.name, strat.category, rule, path, params, exact), shared)
             elif rel == "StepItems":
                 for parent, start in enc.list_sites.get(lhs_key, ()):
                     if parent:
@@ -643,7 +696,7 @@ class Engine:
                         new = _Lazy(dec, None, lambda n, o=body[lo], p=parent, s=start, k=rhs_key:
                                     (_replace_suffix(o.body, p[1:], s, tuple(dec.ast_of_key(k)), o),))
                         self._add(found, ident, program, lo, lo + 1, new, taken,
-                                  Provenance(strat.name, strat.category, rule, parent + (start,), params, exact))
+                                  Provenance(strat.name, strat.category, rule, parent + (start,), params, exact), shared)
                         continue
                     keys = dec.list_keys(rhs_key)
                     lo, hi = start, len(body)
@@ -655,7 +708,7 @@ class Engine:
                         continue
                     new = _Lazy(dec, tuple(keys), None)
                     self._add(found, (lo, hi) + tuple(keys), program, lo, hi, new, taken,
-                              Provenance(strat.name, strat.category, rule, (start,), params, exact))
+                              Provenance(strat.name, strat.category, rule, (start,), params, exact), shared)
             else:
                 raise LeirError("StepExpr rows are not supported yet by the expander")
         for nb in found.values():
@@ -687,10 +740,10 @@ class Engine:
         return Enumeration(out, invalid, len(rows))
 
     @staticmethod
-    def _add(found, ident, program, lo, hi, new, taken, prov):
+    def _add(found, ident, program, lo, hi, new, taken, prov, shared):
         nb = found.get(ident)
         if nb is None:
-            found[ident] = Neighbour(program, lo, hi, new, taken, [prov])
+            found[ident] = Neighbour(program, lo, hi, new, taken, [prov], shared)
         else:
             nb.raw_provenances.append(prov)
 

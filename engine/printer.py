@@ -23,43 +23,93 @@ def _prec(e) -> int:
     return _PREC_ATOM
 
 
+class Printer:
+    """Canonical printer; with ``memo`` (a dict) it remembers the text of every node it
+    printed, by identity. Neighbours of one program share almost all of their nodes with it
+    and with each other (engine.enumerate), so a shared memo prints each node once."""
+
+    __slots__ = ("memo",)
+
+    def __init__(self, memo: dict | None = None):
+        self.memo = memo
+
+    def expr(self, e, need: int = 0) -> str:
+        """Print ``e`` in a context that requires binding strength ``need``."""
+        s = self.bare(e)
+        if e.paren or _prec(e) < need:
+            return "(" + s + ")"
+        return s
+
+    def bare(self, e) -> str:
+        memo = self.memo
+        if memo is not None:
+            got = memo.get(id(e))
+            if got is not None and got[0] is e:
+                return got[1]
+        s = self._bare(e)
+        if memo is not None:
+            memo[id(e)] = (e, s)     # the node is kept alive, so its id is not reused
+        return s
+
+    def _bare(self, e) -> str:
+        if isinstance(e, Num):
+            return e.text
+        if isinstance(e, Var):
+            return e.name
+        if isinstance(e, Ref):
+            return self.ref(e)
+        if isinstance(e, Unary):
+            return e.op + self.expr(e.operand, _PREC_UNARY)
+        if isinstance(e, BinOp):
+            p = _BINOP_PREC[e.op]
+            if e.op == "**":  # base is an atom, exponent a unary; right-associative
+                return self.expr(e.lhs, _PREC_ATOM) + "**" + self.expr(e.rhs, _PREC_UNARY)
+            return self.expr(e.lhs, p) + e.op + self.expr(e.rhs, p + 1)
+        if isinstance(e, Compare):
+            out = self.expr(e.operands[0], _PREC_ADD)
+            for op, operand in zip(e.ops, e.operands[1:]):
+                out += op + self.expr(operand, _PREC_ADD)
+            return out
+        if isinstance(e, Call):
+            return e.func + "(" + ",".join(self.expr(a) for a in e.args) + ")"
+        raise TypeError(f"not an expression: {e!r}")
+
+    def ref(self, r: Ref) -> str:
+        s = f"{r.name}^{{{r.dtype},{r.scope}}}"
+        if r.index:
+            s += "_{" + ",".join(self.expr(i) for i in r.index) + "}"
+        return s
+
+    def item(self, it) -> str:
+        memo = self.memo
+        if memo is not None:
+            got = memo.get(id(it))
+            if got is not None and got[0] is it:
+                return got[1]
+        if isinstance(it, Equation):
+            s = self.ref(it.lhs) + "=" + self.expr(it.rhs) + ";"
+        elif isinstance(it, Nest):
+            s = "".join(loop_to_str(l) for l in it.loops) + "[" + "".join(self.item(b) for b in it.body) + "];"
+        else:
+            raise TypeError(f"not a statement: {it!r}")
+        if memo is not None:
+            memo[id(it)] = (it, s)
+        return s
+
+    def body(self, body) -> str:
+        return "".join(self.item(n) for n in body)
+
+
+_PLAIN = Printer()
+
+
 def expr_to_str(e, need: int = 0) -> str:
     """Print ``e`` in a context that requires binding strength ``need``."""
-    s = _bare(e)
-    if e.paren or _prec(e) < need:
-        return "(" + s + ")"
-    return s
-
-
-def _bare(e) -> str:
-    if isinstance(e, Num):
-        return e.text
-    if isinstance(e, Var):
-        return e.name
-    if isinstance(e, Ref):
-        return ref_to_str(e)
-    if isinstance(e, Unary):
-        return e.op + expr_to_str(e.operand, _PREC_UNARY)
-    if isinstance(e, BinOp):
-        p = _BINOP_PREC[e.op]
-        if e.op == "**":  # base is an atom, exponent a unary; right-associative
-            return expr_to_str(e.lhs, _PREC_ATOM) + "**" + expr_to_str(e.rhs, _PREC_UNARY)
-        return expr_to_str(e.lhs, p) + e.op + expr_to_str(e.rhs, p + 1)
-    if isinstance(e, Compare):
-        out = expr_to_str(e.operands[0], _PREC_ADD)
-        for op, operand in zip(e.ops, e.operands[1:]):
-            out += op + expr_to_str(operand, _PREC_ADD)
-        return out
-    if isinstance(e, Call):
-        return e.func + "(" + ",".join(expr_to_str(a) for a in e.args) + ")"
-    raise TypeError(f"not an expression: {e!r}")
+    return _PLAIN.expr(e, need)
 
 
 def ref_to_str(r: Ref) -> str:
-    s = f"{r.name}^{{{r.dtype},{r.scope}}}"
-    if r.index:
-        s += "_{" + ",".join(expr_to_str(i) for i in r.index) + "}"
-    return s
+    return _PLAIN.ref(r)
 
 
 def loop_to_str(l: Loop) -> str:
@@ -67,16 +117,12 @@ def loop_to_str(l: Loop) -> str:
 
 
 def item_to_str(it) -> str:
-    if isinstance(it, Equation):
-        return ref_to_str(it.lhs) + "=" + expr_to_str(it.rhs) + ";"
-    if isinstance(it, Nest):
-        return "".join(loop_to_str(l) for l in it.loops) + "[" + "".join(item_to_str(b) for b in it.body) + "];"
-    raise TypeError(f"not a statement: {it!r}")
+    return _PLAIN.item(it)
 
 
 def body_to_str(body) -> str:
     """Canonical text of a program body (a sequence of top-level nests)."""
-    return "".join(item_to_str(n) for n in body)
+    return _PLAIN.body(body)
 
 
 # --------------------------------------------------------------------------- display form
@@ -106,7 +152,7 @@ def _display_expr(e) -> str:
     elif isinstance(e, Call):
         s = e.func + "(" + ", ".join(_display_expr(a) for a in e.args) + ")"
     else:
-        s = _bare(e)
+        s = _PLAIN.bare(e)
     return s
 
 
