@@ -385,6 +385,29 @@ def _eqs(n):
 
 # ------------------------------------------------------------------ the engine
 
+_ACTIONS: dict = {}
+
+
+def _fact_action(fact: tuple, items: tuple):
+    """The action inserting ``fact`` (relation, literal args...) about the nests bound to the
+    variables ``items``. Shared across queries, like ``lit_s``: item variables are named
+    after small interned keys, so the same few thousand facts recur from query to query, and
+    building the pyo3 objects was most of the facts phase."""
+    k = (fact, items)
+    got = _ACTIONS.get(k)
+    if got is None:
+        if len(_ACTIONS) > 200_000:
+            _ACTIONS.clear()
+        rel, *args = fact
+        vals = [b.Var(SP, v) for v in items] + [lit_i(a) if isinstance(a, int) else lit_s(a) for a in args]
+        if rel == "ThreadProduct":       # a function: its value is the last argument
+            got = b.Set(SP, rel, vals[:-1], vals[-1])
+        else:
+            got = b.Expr_(SP, call(rel, vals))
+        _ACTIONS[k] = got
+    return got
+
+
 
 @contextlib.contextmanager
 def _gc_paused():
@@ -554,22 +577,14 @@ class Engine:
         self._check_relations({f[0] for f in glob} | {f[0] for fs in per_key.values() for f in fs} |
                               {f[0] for f in pairs} | ({"Repeated"} if rep else set()))
         acts = []
-
-        def arg(x):
-            return lit_i(x) if isinstance(x, int) else lit_s(x)
-
-        for rel, *args in glob:
-            acts.append(b.Expr_(SP, call(rel, [arg(a) for a in args])))
+        for fact in glob:
+            acts.append(_fact_action(fact, ()))
         for key in sorted(per_key):
-            g = b.Var(SP, enc.nest_globals[key])
-            for rel, *args in sorted(per_key[key], key=repr):
-                if rel == "ThreadProduct":
-                    acts.append(b.Set(SP, rel, [g], arg(args[0])))
-                else:
-                    acts.append(b.Expr_(SP, call(rel, [g] + [arg(a) for a in args])))
+            g = (enc.nest_globals[key],)
+            for fact in sorted(per_key[key], key=repr):
+                acts.append(_fact_action(fact, g))
         for rel, k1, k2, *args in pairs:
-            acts.append(b.Expr_(SP, call(rel, [b.Var(SP, enc.nest_globals[k1]),
-                                               b.Var(SP, enc.nest_globals[k2])] + [arg(a) for a in args])))
+            acts.append(_fact_action((rel, *args), (enc.nest_globals[k1], enc.nest_globals[k2])))
         for (_, k) in rep:
             acts.append(b.Expr_(SP, call("Repeated", [enc.exprs[k]])))
         return acts
