@@ -670,7 +670,7 @@ class Engine:
             for row in fn.rows:
                 lhs, rhs, rule, params = row.inputs
                 rows.append((rel, dec.key_of(lhs), rhs, dec.prim("S", rule),
-                             tuple(dec.params(params).items())))
+                             dec.params(params)))
         return dec, [(rel, lk, dec.key_of(rv), rule, ps) for rel, lk, rv, rule, ps in rows]
 
     def _expand(self, program, enc, dec, rows, validate: bool) -> Enumeration:

@@ -294,6 +294,7 @@ class Decoder:
         self._looked: dict = {}
         self._values: dict[int, Any] = {}    # key -> an e-class holding it (function lookups)
         self._asts: dict[int, Any] = {}
+        self._params: dict = {}
         # name -> (schema constructor?, per-argument kind: "K" term / "S" / "I" / other,
         #          indices of the term arguments)
         self._plans: dict[str, tuple] = {}
@@ -455,13 +456,30 @@ class Decoder:
             key = self.key.keys[key[2]]
         return out
 
-    def params(self, value) -> dict:
-        """A Params list as an ordered dict."""
-        out = {}
-        while True:
-            name, ins = self.nodes[value]
+    def params(self, value) -> tuple:
+        """A Params list as a tuple of (key, value) pairs, first key first (a key set twice
+        keeps its first position and its last value, as a dict would). Memoised per list:
+        the rows of one rule share their tails."""
+        memo = self._params
+        got = memo.get(value)
+        if got is not None:
+            return got
+        chain = []
+        v = value
+        while v not in memo:
+            name, ins = self.nodes[v]
             if name == "PNil":
-                return out
-            kinds = SIGNATURES[name][1]
-            out[self.prim("S", ins[0])] = self.prim(kinds[1], ins[1])
-            value = ins[2]
+                memo[v] = ()
+                break
+            chain.append((v, name, ins))
+            v = ins[2]
+        for v, name, ins in reversed(chain):
+            key, val = self.prim("S", ins[0]), self.prim(SIGNATURES[name][1][1], ins[1])
+            tail = memo[ins[2]]
+            for k, x in tail:
+                if k == key:
+                    val = x
+                    tail = tuple(kx for kx in tail if kx[0] != key)
+                    break
+            memo[v] = ((key, val),) + tail
+        return memo[value]
