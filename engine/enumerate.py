@@ -671,7 +671,9 @@ class Engine:
                 lhs, rhs, rule, params = row.inputs
                 rows.append((rel, dec.key_of(lhs), rhs, dec.prim("S", rule),
                              dec.params(params)))
-        return dec, [(rel, lk, dec.key_of(rv), rule, ps) for rel, lk, rv, rule, ps in rows]
+        rows = [(rel, lk, dec.key_of(rv), rule, ps) for rel, lk, rv, rule, ps in rows]
+        dec.release()
+        return dec, rows
 
     def _expand(self, program, enc, dec, rows, validate: bool) -> Enumeration:
         """Splice each Step into the original body at every occurrence; merge identical ones.

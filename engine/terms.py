@@ -407,6 +407,14 @@ class Decoder:
             stack.pop()
         return keys[value]
 
+    def release(self) -> None:
+        """Drop everything that only reading the e-graph needed (its node table, value maps,
+        the helper evaluator); the interned terms and their ASTs stay for lazy decoding. The
+        evaluator and decoder refer to each other, so without this the whole query's state
+        would wait for the cyclic collector."""
+        self.eg = self.ev = self.nodes = self._keys = self._values = self._looked = None
+        self._sets = self._strs = self._ints = self._params = None
+
     def ast(self, value):
         """The AST of an Expr / Item / Loop e-class; lists decode to tuples."""
         return self.ast_of_key(self.key_of(value))
