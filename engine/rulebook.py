@@ -23,7 +23,17 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
+
+
+def _rules_dir() -> Path:
+    """The project's rules: package data of ``engine.rules`` when installed from a wheel, the
+    top-level rules/ directory of the source tree otherwise (a checkout, an editable install)."""
+    here = Path(__file__).resolve().parent
+    installed = here / "rules"
+    return installed if (installed / "leir.egg").is_file() else here.parent / "rules"
+
+
+RULES_DIR = _rules_dir()
 SCHEMA_FILE = "leir.egg"
 
 # identifier -> (category, paper bucket); strategies.md 1.1 / 1.3 / 1.6
@@ -308,8 +318,7 @@ def rule_files(path: str | Path | None = None) -> list[Path]:
     schema = d / SCHEMA_FILE
     if not schema.is_file():
         from .diagnostics import LeirError
-        hint = (" (the rules ship with the source tree: install it with `pip install -e .`, or pass --rules DIR)"
-                if path is None else "")
+        hint = " (the installation lacks its rule files: reinstall it, or pass --rules DIR)" if path is None else ""
         raise LeirError(f"no rule schema {SCHEMA_FILE} in {d}{hint}", file=str(d))
     others = sorted(p for p in d.glob("*.egg") if p.name != SCHEMA_FILE)
     return [schema] + others
