@@ -29,7 +29,7 @@ from .diagnostics import LeirError
 from .facts import program_facts
 from .printer import Printer
 from .rulebook import Rulebook, load_rulebook
-from .strata import strata
+from .strata import queried_tables, strata
 from .terms import SP, Decoder, Interner, call, encode, lit_i, lit_s
 
 LOOP_LETTERS = "acdfghijklmnopqrsuw"
@@ -470,11 +470,13 @@ class Engine:
         if python_compute:
             drop.add("compute")
         analysis = []                        # the analysis rules, loaded stratified below
+        self._queried: set[str] = set()      # tables some loaded rule's query reads
         for filename, text in self.book.programs(drop):
             cmds = self.eg.parse_program(text, filename=filename)
             rest = []
             for c in cmds:
                 (analysis if isinstance(c, b.RuleCommand) and c.rule.ruleset == "analysis" else rest).append(c)
+                self._queried |= queried_tables(c)
             self.eg.run_program(*rest)
         if stratified:
             self._analysis_schedule = self._load_strata(analysis)
@@ -573,19 +575,26 @@ class Engine:
                 self._checked.add(rel)
 
     def _fact_actions(self, program, enc) -> list:
+        """Actions inserting the Python-computed facts that some loaded rule can read (egglog
+        compiles each action of the insert rule at tens of microseconds apiece, so an engine
+        loading a few strategies skips the facts only the others use)."""
         glob, per_key, pairs, rep = program_facts(program, enc)
         self._check_relations({f[0] for f in glob} | {f[0] for fs in per_key.values() for f in fs} |
                               {f[0] for f in pairs} | ({"Repeated"} if rep else set()))
+        used = self._queried
         acts = []
         for fact in glob:
-            acts.append(_fact_action(fact, ()))
+            if fact[0] in used:
+                acts.append(_fact_action(fact, ()))
         for key in sorted(per_key):
             g = (enc.nest_globals[key],)
             for fact in sorted(per_key[key], key=repr):
-                acts.append(_fact_action(fact, g))
+                if fact[0] in used:
+                    acts.append(_fact_action(fact, g))
         for rel, k1, k2, *args in pairs:
-            acts.append(_fact_action((rel, *args), (enc.nest_globals[k1], enc.nest_globals[k2])))
-        for (_, k) in rep:
+            if rel in used:
+                acts.append(_fact_action((rel, *args), (enc.nest_globals[k1], enc.nest_globals[k2])))
+        for (_, k) in rep if "Repeated" in used else ():
             acts.append(b.Expr_(SP, call("Repeated", [enc.exprs[k]])))
         return acts
 

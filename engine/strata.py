@@ -46,6 +46,20 @@ def _calls(x, out: set) -> set:
     return out
 
 
+def queried_tables(command) -> set[str]:
+    """Every call name in the query of a rule / rewrite command (what it reads), primitives
+    included; empty for other commands."""
+    out: set = set()
+    if isinstance(command, b.RuleCommand):
+        for f in command.rule.body:
+            _calls(f, out)
+    elif isinstance(command, (b.RewriteCommand, b.BiRewriteCommand)):
+        _calls(command.rewrite.lhs, out)
+        for f in command.rewrite.conditions:
+            _calls(f, out)
+    return out
+
+
 def reads_writes(rule: b.Rule, tables: set[str]) -> tuple[set[str], set[str]]:
     """(tables the rule's query reads, tables its actions write or read)."""
     reads: set = set()

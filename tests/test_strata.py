@@ -54,3 +54,19 @@ def test_stratified_engine_lists_the_same_neighbours():
         c = [(nb.leir, [q.to_json() for q in nb.provenances]) for nb in plain.enumerate(p).neighbours]
         assert a == c, p.name
         assert a, p.name
+
+
+@pytest.mark.skipif(not CORPUS.exists(), reason="needs ../shared/corpus")
+def test_an_engine_loading_some_strategies_lists_what_the_full_engine_does():
+    """A dedicated engine inserts only the facts its rules read; that must change nothing."""
+    from engine.rulebook import SPEC_STRATEGIES
+    full = Engine()
+    for chosen in ([s.name for s in full.book.strategies if s.category in ("graph", "operator")
+                    and s.name in SPEC_STRATEGIES],
+                   ["loop_binding", "cache_read_write", "online_softmax"]):
+        some = Engine(strategies=chosen)
+        assert len(some._queried) < len(full._queried)
+        for p in load_programs(CORPUS)[::11]:
+            a = [(nb.leir, [q.to_json() for q in nb.provenances]) for nb in some.enumerate(p, chosen).neighbours]
+            c = [(nb.leir, [q.to_json() for q in nb.provenances]) for nb in full.enumerate(p, chosen).neighbours]
+            assert a == c, (chosen[:2], p.name)
