@@ -387,6 +387,12 @@ def _eqs(n):
 
 _ACTIONS: dict = {}
 
+# Python-computed relations that are pure functions of their integer arguments (the divisors
+# and cut points of an extent): true in every program, so a fact stays in the base e-graph
+# once inserted and later queries skip it (every rule joins them to an extent of the query's
+# own loops). Each action of a query's insert rule costs egglog tens of microseconds.
+STATIC_RELATIONS = frozenset({"Divisor", "Cut"})
+
 
 def _fact_action(fact: tuple, items: tuple):
     """The action inserting ``fact`` (relation, literal args...) about the nests bound to the
@@ -470,6 +476,7 @@ class Engine:
         if python_compute:
             drop.add("compute")
         analysis = []                        # the analysis rules, loaded stratified below
+        self._static: set[tuple] = set()     # facts of STATIC_RELATIONS already in the base e-graph
         self._queried: set[str] = set()      # tables some loaded rule's query reads
         for filename, text in self.book.programs(drop):
             cmds = self.eg.parse_program(text, filename=filename)
@@ -585,6 +592,11 @@ class Engine:
         acts = []
         for fact in glob:
             if fact[0] in used:
+                if fact[0] in STATIC_RELATIONS:
+                    if fact not in self._static:       # inserted once, at the base level (depth 0)
+                        self._static.add(fact)
+                        self.eg.run_program(b.ActionCommand(_fact_action(fact, ())))
+                    continue
                 acts.append(_fact_action(fact, ()))
         for key in sorted(per_key):
             g = (enc.nest_globals[key],)

@@ -70,3 +70,20 @@ def test_an_engine_loading_some_strategies_lists_what_the_full_engine_does():
             a = [(nb.leir, [q.to_json() for q in nb.provenances]) for nb in some.enumerate(p, chosen).neighbours]
             c = [(nb.leir, [q.to_json() for q in nb.provenances]) for nb in full.enumerate(p, chosen).neighbours]
             assert a == c, (chosen[:2], p.name)
+
+
+@pytest.mark.skipif(not CORPUS.exists(), reason="needs ../shared/corpus")
+def test_facts_kept_between_queries_do_not_depend_on_history():
+    """Divisor / Cut facts stay in the base e-graph once inserted (engine.enumerate
+    STATIC_RELATIONS): a program lists the same neighbours on a fresh engine and after others."""
+    progs = load_programs(CORPUS)
+    target = next(p for p in progs if p.name == "Standard_matrix_multiplication")
+    others = progs[::7]
+    fresh = Engine(strategies=["loop_split", "loop_tiling", "tensor_split_to_decouple_operators"])
+    first = [nb.leir for nb in fresh.enumerate(target).neighbours]
+    used = Engine(strategies=["loop_split", "loop_tiling", "tensor_split_to_decouple_operators"])
+    for p in others:
+        used.enumerate(p)
+    assert len(used._static) > len(fresh._static)
+    assert [nb.leir for nb in used.enumerate(target).neighbours] == first
+    assert any("loop_tiling" == q.strategy for nb in fresh.enumerate(target).neighbours for q in nb.provenances)
