@@ -460,26 +460,46 @@ def _scope_ok(nest: Nest, name: str, scope: str) -> bool:
     """S18 decision (b): may ``name``, used only inside top-level ``nest``, live in ``scope``?
 
     Mirrors where the TIR lowering allocates a shared/local buffer: under the statement's
-    leading bound loops (all of them for local, the blockIdx ones for shared), each of which
-    must index the buffer by itself in one fixed dimension (every thread / block owns its
-    slice); a local buffer must not be touched under any further bound loop, and a shared
-    one under no further blockIdx loop.
+    leading bound loops (all of them for local; for shared, up to the last blockIdx loop of
+    that prefix, and there must be one), each of which must index the buffer by itself in one
+    fixed dimension (every thread / block owns its slice; the thread loops of a shared buffer's
+    block share it); a local buffer must not be touched under any further bound loop, and a
+    shared one under no further blockIdx loop. The lowering allocates in the deepest nest
+    holding every access, so accesses confined to one sub-nest (whose enclosing plain loops
+    would then have to own slices too) are refused.
     """
+    users = [it for it in nest.body if any(r.name == name for r in _refs4a(it))]
+    if len(users) == 1 and isinstance(users[0], Nest):
+        return False
     return _slice_ok(nest, [r for r in _refs4a(nest) if r.name == name], scope)
+
+
+def _cross_bound_reduction(nest: Nest) -> bool:
+    """Does an equation of ``nest`` write one element from several iterations of a bound loop
+    (a cross-thread / cross-block reduction)? TVM 0.27 lowers one only when nothing sits between
+    its bound loops and its block, and the s/l allocation wrapper would."""
+    return any(l.kind == "B" and l.var not in {v for x in eq.lhs.index for v in all_vars(x)}
+               for loops, eq in _equations(nest, ()) for l in loops)
 
 
 def _slice_ok(nest: Nest, rs: list, scope: str) -> bool:
     """Placement check of ``_scope_ok`` for the buffer accesses ``rs`` inside ``nest``."""
+    if _cross_bound_reduction(nest):
+        return False
     lead = 0
     while lead < len(nest.loops) and nest.loops[lead].kind == "B":
         lead += 1
+    owners = nest.loops[:lead]
     if scope == "s":
-        n = 0
-        while n < lead and nest.loops[n].var.startswith("b"):
-            n += 1
-        lead = n
+        # S18 (b): shared memory holds the slice of one block, so it needs a blockIdx loop;
+        # the block's thread loops (kept dimensions) share it
+        blocks = [k for k in range(lead) if nest.loops[k].var.startswith("b")]
+        if not blocks:
+            return False
+        lead = blocks[-1] + 1
+        owners = [l for l in nest.loops[:lead] if l.var.startswith("b")]
     used: set[int] = set()
-    for l in nest.loops[:lead]:
+    for l in owners:
         dims = [d for d in range(len(rs[0].index)) if d not in used and
                 all(len(r.index) == len(rs[0].index) and r.index[d] == Var(l.var) for r in rs)]
         if not dims:
@@ -601,6 +621,8 @@ def memory_dce_facts(program, enc, glob: list, per_key: dict) -> None:
             # 1<=c<n+1 would be copied, and the copy written, at c-1 = -1
             if not all(_in_bounds(r, box, shapes) for r in reads if r.name == name):
                 continue
+            # the read may be box-copied at all (layout_transformation/transpose, into g)
+            per_key.setdefault(keys[i], set()).add(("CopyOK", name))
             rs = [Ref(name + "#", r.dtype, r.scope, r.index) for r in reads if r.name == name]
             for sc in ("l", "s"):
                 if _slice_ok(n, rs, sc):

@@ -31,10 +31,17 @@ ONE = ("B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;C^{f32,g}_{t
 POOL = ("B^{4}_{tx=0}L^{4}_{a=0}L^{2}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,a*2+c};];",
         {"A": [4, 8]}, {"D": [4, 4]})
 
+# MM with a blockIdx loop: shared memory needs one (S18 (b): it holds one block's slice)
+MMB = ("B^{4}_{bx=0}B^{8}_{tx=0}L^{6}_{c=0}[D^{f32,g}_{bx,tx}=D^{f32,g}_{bx,tx}+A^{f32,g}_{bx,c}*C^{f32,g}_{c,tx};];",
+       {"A": [4, 6], "C": [6, 8]}, {"D": [4, 8]})
+
 CASES = [
-    ("cache_read_write", MM,
-     "B^{4}_{tx=0}L^{8}_{a=0}L^{6}_{c=0}[E^{f32,s}_{c,a}=C^{f32,g}_{c,a};"
-     "D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*E^{f32,s}_{c,a};];"),
+    ("cache_read_write", MMB,
+     "B^{4}_{bx=0}B^{8}_{tx=0}L^{6}_{c=0}[E^{f32,s}_{bx,c}=A^{f32,g}_{bx,c};"
+     "D^{f32,g}_{bx,tx}=D^{f32,g}_{bx,tx}+E^{f32,s}_{bx,c}*C^{f32,g}_{c,tx};];"),
+    ("cache_read_write", MMB,  # cache write into shared memory: the block's threads own E_{bx,tx}
+     "B^{4}_{bx=0}B^{8}_{tx=0}L^{6}_{c=0}[E^{f32,s}_{bx,tx}=E^{f32,s}_{bx,tx}+A^{f32,g}_{bx,c}*C^{f32,g}_{c,tx};"
+     "D^{f32,g}_{bx,tx}=E^{f32,s}_{bx,tx};];"),
     ("cache_read_write", MM,
      "B^{4}_{tx=0}L^{8}_{a=0}L^{6}_{c=0}[E^{f32,l}_{tx,c}=A^{f32,g}_{tx,c};"
      "D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+E^{f32,l}_{tx,c}*C^{f32,g}_{c,a};];"),
@@ -76,7 +83,7 @@ CASES += [
      "D^{f32,g}_{tx,a}=E^{f32,l}_{tx,a};];"),
     ("cache_read_write", SM,
      "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
-     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,s}_{tx,a}=exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx});C^{f32,g}_{tx,a}=E^{f32,s}_{tx,a};];"),
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,l}_{tx,a}=exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx});C^{f32,g}_{tx,a}=E^{f32,l}_{tx,a};];"),
     ("precompute_indices", SMALLPOOL,  # u*k+v*m (pooling windows, dilated convolutions)
      "B^{4}_{tx=0}L^{2}_{a=0}L^{10}_{c=0}[D^{f32,g}_{tx,a,c}=if_then_else(2<=c<8,A^{f32,g}_{tx,a,c-2},-inf);];"
      "L^{2}_{c=0}L^{2}_{d=0}[E^{i64,g}_{c,d}=c*2+d*3;];" + POOL2 + "D^{f32,g}_{tx,a,E^{i64,g}_{c,d}});];"),
@@ -150,7 +157,7 @@ def test_layout_inverse_is_itself(engine):
 def test_sample_verifies_equal(engine):
     from lowering.verify import verify
     checked = 0
-    for case in (MM, TWO, ONE, POOL, SMALLPOOL, SM):
+    for case in (MM, MMB, TWO, ONE, POOL, SMALLPOOL, SM):
         p = prog(*case)
         for s in MEMORY:
             ns = _neigh(engine, p, s)
