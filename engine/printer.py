@@ -41,14 +41,17 @@ class Printer:
         return s
 
     def bare(self, e) -> str:
+        return self._remembered(e, self._bare)
+
+    def _remembered(self, node, render) -> str:
         memo = self.memo
-        if memo is not None:
-            got = memo.get(id(e))
-            if got is not None and got[0] is e:
-                return got[1]
-        s = self._bare(e)
-        if memo is not None:
-            memo[id(e)] = (e, s)     # the node is kept alive, so its id is not reused
+        if memo is None:
+            return render(node)
+        got = memo.get(id(node))
+        if got is not None and got[0] is node:
+            return got[1]
+        s = render(node)
+        memo[id(node)] = (node, s)     # the node is kept alive, so its id is not reused
         return s
 
     def _bare(self, e) -> str:
@@ -81,20 +84,14 @@ class Printer:
         return s
 
     def item(self, it) -> str:
-        memo = self.memo
-        if memo is not None:
-            got = memo.get(id(it))
-            if got is not None and got[0] is it:
-                return got[1]
+        return self._remembered(it, self._item)
+
+    def _item(self, it) -> str:
         if isinstance(it, Equation):
-            s = self.ref(it.lhs) + "=" + self.expr(it.rhs) + ";"
-        elif isinstance(it, Nest):
-            s = "".join(loop_to_str(l) for l in it.loops) + "[" + "".join(self.item(b) for b in it.body) + "];"
-        else:
-            raise TypeError(f"not a statement: {it!r}")
-        if memo is not None:
-            memo[id(it)] = (it, s)
-        return s
+            return self.ref(it.lhs) + "=" + self.expr(it.rhs) + ";"
+        if isinstance(it, Nest):
+            return "".join(loop_to_str(l) for l in it.loops) + "[" + "".join(self.item(b) for b in it.body) + "];"
+        raise TypeError(f"not a statement: {it!r}")
 
     def body(self, body) -> str:
         return "".join(self.item(n) for n in body)
