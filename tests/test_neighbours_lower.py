@@ -14,12 +14,15 @@ A failure names the strategy, rule, program and neighbour text.
 from __future__ import annotations
 
 import functools
+import json
 import re
+import sys
+import time
 from collections import defaultdict
 
 import pytest
 
-from conftest import corpus_records
+from conftest import ROOT, corpus_records
 
 PER_RULE = 4          # default run: neighbours per (strategy, rule)
 CUDA_PER_STRATEGY = 1  # default run: CUDA lowering and build per strategy
@@ -363,20 +366,79 @@ def test_incremental_checker_agrees_with_check(groups, tvm):
     assert inc.fallbacks == 0 and len(inc.parsed) < sum(len(nb.body) for nb in sample) // 2
 
 
+def test_sweep_log_records_each_program_once_and_resumes(groups, tvm, tmp_path):
+    log = tmp_path / "sweep.jsonl"
+    assert sweep_to_log(log, ["cumsum"]) == 0
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    n = len(_engine().enumerate(_program("cumsum")).neighbours)
+    assert [(r["kind"], r["program"], r["neighbours"], r["failures"]) for r in rows] == [("program", "cumsum", n, 0)]
+    assert n > 0 and sweep_to_log(log, ["cumsum"]) == 0 and len(log.read_text().splitlines()) == 1
+
+
 @pytest.mark.slow
 def test_every_corpus_neighbour_is_valid_reparses_and_lowers(groups, tvm):
     """The full sweep: validate=True reports no invalid neighbour on any corpus program, and
     every neighbour re-parses to itself and lowers for llvm (about 55,000 neighbours), checked
-    with ``IncrementalChecker`` (the same verdicts as ``check``, several times faster)."""
-    invalid, bad = [], []
-    for p in corpus_programs() + handwritten():
-        res = _engine().enumerate(p, validate=True)
-        invalid += [(i.provenance.strategy, i.provenance.rule, p.name, i.error) for i in res.invalid]
-        inc = IncrementalChecker(p)
-        for nb in res.neighbours:
-            err = inc.check(nb)
-            if err is not None:
-                pv = nb.raw_provenances[0]
-                bad.append((pv.strategy, pv.rule, p.name, err, nb.leir[:300]))
-    assert invalid == []
-    assert bad == []
+    with ``IncrementalChecker`` (the same verdicts as ``check``, several times faster). Also
+    runnable with a resumable log: ``python tests/test_neighbours_lower.py --sweep LOG``."""
+    bad = []
+    for label, p in sweep_programs():
+        sweep_one(label, p, bad.append)
+    assert [(r["kind"], r["program"], r["provenance"], r["error"], r["leir"][:300]) for r in bad] == []
+
+
+def sweep_programs() -> list:
+    """[(label, program)] of the full sweep: the corpus by name, then ``handwritten()``."""
+    return [(p.name, p) for p in corpus_programs()] + [(f"handwritten:{k}", p) for k, p in enumerate(handwritten())]
+
+
+def sweep_one(label: str, p, emit) -> dict:
+    """The full sweep's checks on one program; ``emit`` gets one dict per invalid or failing
+    neighbour (provenance, error, text) and the returned summary (counts, seconds)."""
+    t0 = time.perf_counter()
+    res = _engine().enumerate(p, validate=True)
+    for i in res.invalid:
+        emit({"kind": "invalid", "program": label, "provenance": i.provenance.to_json(), "error": i.error,
+              "leir": i.leir})
+    inc, failures = IncrementalChecker(p), 0
+    for nb in res.neighbours:
+        err = inc.check(nb)
+        if err is not None:
+            failures += 1
+            emit({"kind": "failure", "program": label, "provenance": [pv.to_json() for pv in nb.raw_provenances],
+                  "error": err, "leir": nb.leir})
+    return {"kind": "program", "program": label, "neighbours": len(res.neighbours), "invalid": len(res.invalid),
+            "failures": failures, "seconds": round(time.perf_counter() - t0, 1), "fallbacks": inc.fallbacks}
+
+
+def sweep_to_log(log, labels: list[str]) -> int:
+    """The full sweep over the programs named in ``labels`` (all when empty), appending JSON
+    lines to ``log``; programs the log already summarises are skipped, so an interrupted
+    sweep resumes. Returns the number of invalid or failing neighbours found."""
+    unknown = set(labels) - {lb for lb, _ in sweep_programs()}
+    if unknown:
+        sys.exit(f"unknown programs: {', '.join(sorted(unknown))}")
+    rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    done = {r["program"] for r in rows if r["kind"] == "program"}
+    chosen = [(lb, p) for lb, p in sweep_programs() if (not labels or lb in labels) and lb not in done]
+    bad = 0
+    with log.open("a") as out:
+        def emit(row):
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+        for label, p in chosen:
+            summary = sweep_one(label, p, emit)
+            emit(summary)
+            bad += summary["invalid"] + summary["failures"]
+            print(f"{label}: {summary['neighbours']} neighbours, {summary['invalid']} invalid, "
+                  f"{summary['failures']} failing, {summary['seconds']} s", flush=True)
+    return bad
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args[:1] != ["--sweep"] or len(args) < 2:
+        sys.exit("usage: tests/test_neighbours_lower.py --sweep LOG.jsonl [PROGRAM ...]")
+    sys.path.insert(0, str(ROOT))
+    from pathlib import Path
+    sys.exit(1 if sweep_to_log(Path(args[1]), args[2:]) else 0)
