@@ -12,7 +12,9 @@ expanded to all positions then stays sound.
 from __future__ import annotations
 
 from .affine import affine, radix_vars
-from .ast import BinOp, Call, Compare, Equation, Nest, Num, Ref, Unary, Var, equations, refs, walk
+from .ast import DTYPES, BinOp, Call, Compare, Equation, Nest, Num, Ref, Unary, Var, equations, refs, walk
+from .intervals import NotAffine, interval
+from .semantics import LOCAL_BYTES_PER_THREAD, SHARED_BYTES_PER_BLOCK, ProgramInfo
 
 REDUCE_OPS = ("+", "-", "*")
 EXACT_REDUCE = ("max", "min")
@@ -456,7 +458,7 @@ def _refs4a(item):
             yield r
 
 
-def _scope_ok(nest: Nest, name: str, scope: str) -> bool:
+def _scope_ok(nest: Nest, name: str, scope: str, info: ProgramInfo) -> bool:
     """S18 decision (b): may ``name``, used only inside top-level ``nest``, live in ``scope``?
 
     Mirrors where the TIR lowering allocates a shared/local buffer: under the statement's
@@ -466,12 +468,13 @@ def _scope_ok(nest: Nest, name: str, scope: str) -> bool:
     block share it); a local buffer must not be touched under any further bound loop, and a
     shared one under no further blockIdx loop. The lowering allocates in the deepest nest
     holding every access, so accesses confined to one sub-nest (whose enclosing plain loops
-    would then have to own slices too) are refused.
+    would then have to own slices too) are refused. The slice must fit the block's / thread's
+    memory (``_fits``).
     """
     users = [it for it in nest.body if any(r.name == name for r in _refs4a(it))]
     if len(users) == 1 and isinstance(users[0], Nest):
         return False
-    return _slice_ok(nest, [r for r in _refs4a(nest) if r.name == name], scope)
+    return _slice_ok(nest, [r for r in _refs4a(nest) if r.name == name], scope, info)
 
 
 def _cross_bound_reduction(nest: Nest) -> bool:
@@ -482,10 +485,18 @@ def _cross_bound_reduction(nest: Nest) -> bool:
                for loops, eq in _equations(nest, ()) for l in loops)
 
 
-def _slice_ok(nest: Nest, rs: list, scope: str) -> bool:
-    """Placement check of ``_scope_ok`` for the buffer accesses ``rs`` inside ``nest``."""
+def _slice_ok(nest: Nest, rs: list, scope: str, info: ProgramInfo) -> bool:
+    """Placement check of ``_scope_ok`` for the buffer accesses ``rs`` inside ``nest`` (a buffer
+    of ``info``, or a new copy ``X#`` staged in single-equation ``nest``)."""
+    dims = _owned_dims(nest, rs, scope)
+    return dims is not None and _fits(nest, rs, dims, scope, info)
+
+
+def _owned_dims(nest: Nest, rs: list, scope: str) -> list[int] | None:
+    """The dimensions of the buffer accessed by ``rs`` that the lowering drops, one per loop
+    owning a slice (lowering/tir.py ``_site_for``), or None when it cannot place it in ``scope``."""
     if _cross_bound_reduction(nest):
-        return False
+        return None
     lead = 0
     while lead < len(nest.loops) and nest.loops[lead].kind == "B":
         lead += 1
@@ -495,20 +506,75 @@ def _slice_ok(nest: Nest, rs: list, scope: str) -> bool:
         # the block's thread loops (kept dimensions) share it
         blocks = [k for k in range(lead) if nest.loops[k].var.startswith("b")]
         if not blocks:
-            return False
+            return None
         lead = blocks[-1] + 1
         owners = [l for l in nest.loops[:lead] if l.var.startswith("b")]
-    used: set[int] = set()
+    used: list[int] = []
     for l in owners:
         dims = [d for d in range(len(rs[0].index)) if d not in used and
                 all(len(r.index) == len(rs[0].index) and r.index[d] == Var(l.var) for r in rs)]
         if not dims:
-            return False
-        used.add(dims[0])
+            return None
+        used.append(dims[0])
     inner = [l for l in _all_loops(nest) if l.kind == "B"][lead:]
     if scope == "l":
-        return not inner
-    return not any(l.var.startswith("b") for l in inner)
+        return None if inner else sorted(used)
+    return None if any(l.var.startswith("b") for l in inner) else sorted(used)
+
+
+def _fits(nest: Nest, rs: list, dims: list[int], scope: str, info: ProgramInfo) -> bool:
+    """Do the kernel's ``scope`` buffers, this slice included, fit one block's static shared
+    memory ("s") or one thread's local memory ("l")? A larger one builds to CUDA source but
+    ptxas refuses it ("uses too much shared data") or the launch fails. Every scoped buffer of
+    the statement is allocated in it at once, so their slices add up."""
+    limit = SHARED_BYTES_PER_BLOCK if scope == "s" else LOCAL_BYTES_PER_THREAD
+    total = _alloc_bytes(_buffer_shape(nest, rs, info), dims, rs[0].dtype)
+    others = sorted({r.name for r in _refs4a(nest) if r.scope == scope} - {rs[0].name})
+    for name in others:
+        buf = info.buffers.get(name)
+        if buf is None or buf.role != "intermediate":
+            continue
+        ors = [r for r in _refs4a(nest) if r.name == name]
+        total += _alloc_bytes(buf.shape, _owned_dims(nest, ors, scope) or [], buf.dtype)
+    return total <= limit
+
+
+def _buffer_shape(nest: Nest, rs: list, info: ProgramInfo) -> tuple[int, ...]:
+    """Shape the lowering allocates for the buffer of ``rs``: its inferred one, or for a new copy
+    ``X#`` in single-equation ``nest`` the inferred one of its accesses (largest index + 1 over the
+    loop box), X's own shape where an index is not affine."""
+    buf = info.buffers.get(rs[0].name)
+    if buf is not None:
+        return buf.shape
+    whole = info.buffers[rs[0].name.rstrip("#")].shape
+    box = {l.var: (0, l.extent - 1) for l in nest.loops}
+    shape = []
+    for k, n in enumerate(whole):
+        try:
+            hi = [interval(r.index[k], box) for r in rs]
+        except (NotAffine, KeyError, ZeroDivisionError):
+            hi = [None]
+        shape.append(n if any(iv is None for iv in hi) else max(iv[1] for iv in hi) + 1)
+    return tuple(shape)
+
+
+# TVM emits every shared/local array as `alignas(64) <type> name[n]`
+_ALLOC_ALIGN = 64
+
+
+def _alloc_bytes(shape, dims: list[int], dtype: str) -> int:
+    """Bytes of one allocated slice (``dims`` dropped), rounded up to TVM's array alignment."""
+    n = _elem_bytes(dtype)
+    for d, m in enumerate(shape):
+        if d not in dims:
+            n *= m
+    return -(-n // _ALLOC_ALIGN) * _ALLOC_ALIGN
+
+
+def _elem_bytes(dtype: str) -> int:
+    """Bytes of one element as the CUDA source stores it (bool: one byte)."""
+    name = DTYPES[dtype]
+    return 1 if name == "bool" else int("".join(c for c in name if c.isdigit())) // 8
 
 
 # ---- issue 4A (layouts and cache write): WholeCopy, TensorDim, DimSplit, CacheWriteOK ----
@@ -544,7 +610,7 @@ def layout_cache_facts(program, enc, glob: list, per_key: dict) -> None:
             continue
         rs = [Ref(x + "#", eq.lhs.dtype, eq.lhs.scope, eq.lhs.index)]
         for sc in ("l", "s"):
-            if _slice_ok(n, rs, sc):
+            if _slice_ok(n, rs, sc, info):
                 per_key.setdefault(key, set()).add(("CacheWriteOK", sc))
     for name, buf in sorted(info.buffers.items()):
         if name in dims:
@@ -583,7 +649,7 @@ def memory_dce_facts(program, enc, glob: list, per_key: dict) -> None:
         glob.append(("ScopeOK", name, "g"))
         if len(users[name]) == 1:
             for sc in ("l", "s"):
-                if _scope_ok(body[users[name][0]], name, sc):
+                if _scope_ok(body[users[name][0]], name, sc, info):
                     glob.append(("ScopeOK", name, sc))
     # dead statements: every tensor written is an intermediate that no later statement reads
     ws = [{eq.lhs.name for _, eq in _equations(n, ())} for n in body]
@@ -625,7 +691,7 @@ def memory_dce_facts(program, enc, glob: list, per_key: dict) -> None:
             per_key.setdefault(keys[i], set()).add(("CopyOK", name))
             rs = [Ref(name + "#", r.dtype, r.scope, r.index) for r in reads if r.name == name]
             for sc in ("l", "s"):
-                if _slice_ok(n, rs, sc):
+                if _slice_ok(n, rs, sc, info):
                     per_key.setdefault(keys[i], set()).add(("CacheOK", name, sc))
     for k, dead in dead_at.items():
         if dead and all(len(p) == 1 for p in enc.item_paths.get(k, ())):

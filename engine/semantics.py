@@ -23,6 +23,13 @@ INTEGER_DTYPES = {"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool"}
 THREAD_LIMITS = {"x": 1024, "y": 1024, "z": 64}
 BLOCK_LIMITS = {"x": 2**31 - 1, "y": 65535, "z": 65535}
 MAX_THREADS_PER_BLOCK = 1024
+# Memory limits (not in leir.md 3.6; CUDA C Programming Guide, technical specifications, every
+# compute capability since 2.0), checked by the shared / local scope guards (engine/facts.py):
+# static __shared__ memory of one block (more needs dynamic shared memory and an opt-in the
+# lowering does not emit; ptxas refuses "uses too much shared data (0xc004 bytes, 0xc000 max)")
+# and local memory of one thread (ptxas accepts more, measured up to 4 MiB: the launch is what fails).
+SHARED_BYTES_PER_BLOCK = 48 * 1024
+LOCAL_BYTES_PER_THREAD = 512 * 1024
 BINDING_PREFIXES = ("tx", "ty", "tz", "bx", "by", "bz")
 
 

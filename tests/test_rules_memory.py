@@ -180,13 +180,30 @@ def _scope_exception(p) -> bool:
     from engine.facts import _refs4a, _scope_ok
     inter = [b.name for b in p.info.buffers.values() if b.role == "intermediate"]
     users = {x: [i for i, n in enumerate(p.body) if any(r.name == x for r in _refs4a(n))] for x in inter}
-    return bool(inter) and all(len(users[x]) > 1 or not any(_scope_ok(p.body[users[x][0]], x, sc) for sc in "ls")
+    return bool(inter) and all(len(users[x]) > 1 or
+                               not any(_scope_ok(p.body[users[x][0]], x, sc, p.info) for sc in "ls")
                                for x in inter)
 
 
-def test_corpus_neighbours_are_valid_and_cover_the_reference(engine):
+def _size_exception(p, monkeypatch) -> bool:
+    """Every cache copy of p that the rules could place is refused by the memory limit alone: with
+    the limits lifted, cache_read_write has neighbours, and the TIR lowering allocates a local
+    array above LOCAL_BYTES_PER_THREAD (or a shared one above SHARED_BYTES_PER_BLOCK) in each."""
+    import engine.facts
+    from engine.semantics import LOCAL_BYTES_PER_THREAD, SHARED_BYTES_PER_BLOCK
+    from test_scope_lowering import scoped_bytes
+    with monkeypatch.context() as m:
+        m.setattr(engine.facts, "LOCAL_BYTES_PER_THREAD", 2 ** 62)
+        m.setattr(engine.facts, "SHARED_BYTES_PER_BLOCK", 2 ** 62)
+        nbs = Engine(strategies=["cache_read_write"]).enumerate(p).neighbours
+    limit = {"local": LOCAL_BYTES_PER_THREAD, "shared": SHARED_BYTES_PER_BLOCK}
+    return bool(nbs) and all(any(n > limit[sc] for sc, n in scoped_bytes(nb.program)) for nb in nbs)
+
+
+def test_corpus_neighbours_are_valid_and_cover_the_reference(engine, monkeypatch):
     """Every (program, memory strategy) pair of reference_coverage.jsonl is matched; the only
-    misses are set_storage_scope pairs, each checked to be an S18 (b) rejection."""
+    misses are set_storage_scope pairs, each checked to be an S18 (b) rejection, and
+    cache_read_write pairs whose every in-statement copy exceeds a thread's local memory."""
     from engine.files import load_programs
     progs = {p.name: p for p in load_programs("/work/shared/corpus/programs.jsonl")}
     cov = [json.loads(l) for l in open("/work/shared/corpus/reference_coverage.jsonl")]
@@ -202,9 +219,13 @@ def test_corpus_neighbours_are_valid_and_cover_the_reference(engine):
         pairs += len(want)
         missing += [(rec["name"], s) for s in want if s not in got]
     assert pairs > 300
-    assert {s for _, s in missing} <= {"set_storage_scope"}, missing
-    assert all(_scope_exception(progs[name]) for name, _ in missing), missing
-    assert len(missing) == 60  # the decision's list (reported), pinned so it cannot grow silently
+    assert {s for _, s in missing} <= {"set_storage_scope", "cache_read_write"}, missing
+    scope = [name for name, s in missing if s == "set_storage_scope"]
+    size = [name for name, s in missing if s == "cache_read_write"]
+    assert all(_scope_exception(progs[name]) for name in scope), missing
+    assert all(_size_exception(progs[name], monkeypatch) for name in size), size
+    # the decision's lists (reported), pinned so they cannot grow silently
+    assert (len(scope), len(size)) == (60, 17)
 
 
 # ------------------------------------------------------------------ guarded (padded) reads

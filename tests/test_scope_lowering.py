@@ -4,8 +4,10 @@ The scope guards (ScopeOK / CacheOK / CacheWriteOK, engine/facts.py) must admit 
 lowering/tir.py can place inside a kernel: shared memory holds one block's slice, so an `s`
 buffer needs a leading blockIdx loop indexing it; no s/l buffer sits in a statement that
 reduces across a bound loop (TVM's cross-thread reduction allows no allocation block around
-it); a buffer confined to one sub-nest stays global. Every such neighbour is lowered for CUDA
-and built to CUDA C source (TVM only: no GPU, no nvcc).
+it); a buffer confined to one sub-nest stays global; a statement's shared buffers fit one
+block's static shared memory and its local ones one thread's local memory (engine/semantics.py).
+Every such neighbour is lowered for CUDA and built to CUDA C source (TVM only: no GPU, no
+nvcc), whose arrays are measured against those limits.
 
 Corpus programs carry threadIdx loops only, so their `s` neighbours are reached in two steps:
 loop_binding/block first, then the memory strategies.
@@ -13,6 +15,7 @@ loop_binding/block first, then the memory strategies.
 from __future__ import annotations
 
 import functools
+import re
 
 import pytest
 
@@ -54,8 +57,51 @@ def spread(items: list, n: int) -> list:
     return [items[round(k * (len(items) - 1) / (n - 1))] for k in range(n)] if n > 1 else items[:1]
 
 
+# element bytes of the C types TVM 0.27 declares arrays with (f16 half, bf16 nv_bfloat16, ...)
+C_BYTES = {"bool": 1, "signed char": 1, "uchar": 1, "short": 2, "ushort": 2, "half": 2, "nv_bfloat16": 2,
+           "int": 4, "uint": 4, "float": 4, "int64_t": 8, "uint64_t": 8, "double": 8}
+ARRAY = re.compile(r"^\s*(__shared__ )?alignas\((\d+)\) ([A-Za-z_0-9 ]+?) \w+\[(\d+)\];", re.M)
+
+
+def kernel_memory(src: str) -> list[tuple[int, int]]:
+    """(shared bytes, local bytes) of each kernel of CUDA source: the sum of its `__shared__` /
+    other arrays, each rounded up to its alignment (measured from the source, not the guard)."""
+    out = []
+    for body in src.split("__global__")[1:]:
+        if not re.match(r"[^;{]*\{", body):
+            continue  # a declaration, not the kernel's definition
+        shared = local = 0
+        for sh, align, ctype, n in ARRAY.findall(body):
+            size = -(-C_BYTES[ctype] * int(n) // int(align)) * int(align)
+            if sh:
+                shared += size
+            else:
+                local += size
+        out.append((shared, local))
+    return out
+
+
+ALLOC = re.compile(r'T\.alloc_buffer\(\(([\d, ]*)\), "(\w+)", scope="(shared|local)"\)')
+DTYPE_BYTES = {"bool": 1, "bfloat16": 2}
+
+
+def scoped_bytes(program) -> list[tuple[str, int]]:
+    """(scope, bytes) of every shared/local allocation of the program's CUDA TVMScript (the
+    lowering's allocated slice; no TVM needed)."""
+    from lowering.tir import lower_to_tvmscript
+    out = []
+    for dims, dtype, scope in ALLOC.findall(lower_to_tvmscript(program, "cuda")):
+        n = DTYPE_BYTES.get(dtype) or int(re.sub(r"\D", "", dtype)) // 8
+        for d in filter(None, (x.strip() for x in dims.split(","))):
+            n *= int(d)
+        out.append((scope, n))
+    return out
+
+
 def cuda_failure(nb) -> str | None:
-    """None if the neighbour builds to CUDA source with its shared buffers __shared__."""
+    """None if the neighbour builds to CUDA source with its shared buffers __shared__ and every
+    kernel's shared / local arrays within the block / thread limit."""
+    from engine.semantics import LOCAL_BYTES_PER_THREAD, SHARED_BYTES_PER_BLOCK
     from lowering.errors import LoweringError
     from lowering.tir import cuda_source
     try:
@@ -66,6 +112,9 @@ def cuda_failure(nb) -> str | None:
         return "no kernel in the CUDA source"
     if "s" in scopes(nb.program) and "__shared__" not in src:
         return "shared buffer is not __shared__ in the CUDA source"
+    for shared, local in kernel_memory(src):
+        if shared > SHARED_BYTES_PER_BLOCK or local > LOCAL_BYTES_PER_THREAD:
+            return f"a kernel holds {shared} bytes of shared and {local} of local arrays"
     return None
 
 
@@ -154,6 +203,98 @@ def test_buffer_confined_to_a_sub_nest_stays_global():
         p = prog_f32(f"B^{{4}}_{{{tag}=0}}L^{{8}}_{{a=0}}[L^{{2}}_{{c=0}}[E^{{f32,g}}_{{{tag},c}}=A^{{f32,g}}_{{{tag},a,c}}*2;"
                      f"C^{{f32,g}}_{{{tag},a,c}}=E^{{f32,g}}_{{{tag},c}}+1;];];", [("A", [4, 8, 2])], [("C", [4, 8, 2])])
         assert _rules(p, "set_storage_scope") == {}
+
+
+# ------------------------------------------------------------------ the size limits
+
+
+def fused(n: int, dt: str = "f32", tag: str = "bx", f_scope: str = "g"):
+    """E^{dt} (and F, scope ``f_scope``) produced and consumed inside one statement over
+    B^{4}_{tag}L^{n}_{a}, indexed [tag, a]: one block's / thread's slice is n elements."""
+    e, f = f"E^{{{dt},g}}_{{{tag},a}}", f"F^{{f32,{f_scope}}}_{{{tag},a}}"
+    return prog_f32(f"B^{{4}}_{{{tag}=0}}L^{{{n}}}_{{a=0}}[{e}=A^{{f32,g}}_{{{tag},a}}*2;{f}={e}*3;"
+                    f"C^{{f32,g}}_{{{tag},a}}={f}+1;];", [("A", [4, n])], [("C", [4, n])])
+
+
+def scope_rules(p, tensor: str) -> list[str]:
+    """The scopes set_storage_scope offers ``tensor``, sorted."""
+    return sorted(sc for nb in _engine("set_storage_scope").enumerate(p).neighbours
+                  for t, sc in [_tensor_scope(nb)] if t == tensor)
+
+
+def _tensor_scope(nb) -> tuple:
+    params = dict(nb.raw_provenances[0].params)
+    return params.get("tensor"), params.get("scope")
+
+
+def built(nb) -> tuple[int, int]:
+    """(shared, local) bytes of the one kernel of the neighbour's CUDA source."""
+    from lowering.tir import cuda_source
+    assert cuda_failure(nb) is None, cuda_failure(nb)
+    (mem,) = kernel_memory(cuda_source(nb.program))
+    return mem
+
+
+def _scoped(p, strategy: str, rule: str, scope: str, tensor: str | None = None) -> list:
+    """Neighbours of p by ``rule`` giving ``tensor`` (any, if None) scope ``scope``."""
+    return [nb for nb in _engine(strategy).enumerate(p).neighbours if nb.raw_provenances[0].rule == rule
+            and _tensor_scope(nb)[1] == scope and tensor in (None, _tensor_scope(nb)[0])]
+
+
+@pytest.mark.parametrize("dt,n", [("f32", 12288), ("f16", 24576), ("f64", 6144)])
+def test_shared_slice_up_to_a_block_of_shared_memory(tvm, dt, n):
+    """48 KiB per block (engine/semantics.py SHARED_BYTES_PER_BLOCK, ptxas's static limit): E's
+    slice of exactly n elements of dt gets its shared neighbour, which builds with 49152 bytes
+    of __shared__ arrays; one element more (ptxas: "uses too much shared data") leaves only l."""
+    from engine.semantics import SHARED_BYTES_PER_BLOCK
+    assert SHARED_BYTES_PER_BLOCK == 48 * 1024
+    assert scope_rules(fused(n, dt), "E") == ["l", "s"]
+    assert scope_rules(fused(n + 1, dt), "E") == ["l"]
+    (nb,) = _scoped(fused(n, dt), "set_storage_scope", "set_storage_scope", "s", "E")
+    assert built(nb) == (SHARED_BYTES_PER_BLOCK, 0)
+
+
+def test_shared_slices_of_one_statement_add_up(tvm):
+    """Every shared buffer of a statement is allocated in its block at once: with E already
+    shared, F's 6144 floats fit beside E's (2 x 24 KiB), 6145 do not (each alone would)."""
+    def with_e_shared(n):
+        (nb,) = _scoped(fused(n), "set_storage_scope", "set_storage_scope", "s", "E")
+        return nb.program
+    assert scope_rules(with_e_shared(6144), "F") == ["l", "s"]
+    assert scope_rules(with_e_shared(6145), "F") == ["l"]
+    assert scope_rules(fused(6145), "F") == ["l", "s"]
+    (nb,) = _scoped(with_e_shared(6144), "set_storage_scope", "set_storage_scope", "s", "F")
+    assert built(nb) == (2 * 6144 * 4, 0)
+
+
+def mmb(n: int, width: int | None = None):
+    """MMB with a reduction of length n over A^{4 x width}: the shared copy of A_{bx,c} holds the
+    n elements one block reads."""
+    return prog_f32(f"B^{{4}}_{{bx=0}}B^{{8}}_{{tx=0}}L^{{{n}}}_{{c=0}}[D^{{f32,g}}_{{bx,tx}}=D^{{f32,g}}_{{bx,tx}}"
+                    f"+A^{{f32,g}}_{{bx,c}}*C^{{f32,g}}_{{c,tx}};];", [("A", [4, width or n]), ("C", [n, 8])],
+                    [("D", [4, 8])])
+
+
+def test_shared_cache_read_sized_by_what_the_block_reads(tvm):
+    """cache_read_write/read allocates the copy with its inferred shape: 12288 floats of A per
+    block fit (also when A is wider than what the statement reads), 12289 do not."""
+    assert _scoped(mmb(12289), "cache_read_write", "cache_read_write/read", "s") == []
+    assert len(_scoped(mmb(12289), "cache_read_write", "cache_read_write/write", "s")) == 1
+    for p in (mmb(12288), mmb(12288, 20000)):
+        (nb,) = _scoped(p, "cache_read_write", "cache_read_write/read", "s")
+        assert built(nb) == (12288 * 4, 0)
+
+
+def test_local_slice_up_to_a_thread_of_local_memory(tvm):
+    """512 KiB per thread (LOCAL_BYTES_PER_THREAD, the documented per-thread maximum; ptxas accepts
+    more, so only the guard stops it): 131072 floats per thread get the local neighbour, which
+    builds with a 524288-byte array; 131073 get none."""
+    from engine.semantics import LOCAL_BYTES_PER_THREAD
+    assert LOCAL_BYTES_PER_THREAD == 512 * 1024
+    assert scope_rules(fused(131072, tag="tx"), "E") == ["l"]
+    assert scope_rules(fused(131073, tag="tx"), "E") == []
+    (nb,) = _scoped(fused(131072, tag="tx"), "set_storage_scope", "set_storage_scope", "l", "E")
+    assert built(nb) == (0, LOCAL_BYTES_PER_THREAD)
 
 
 # ------------------------------------------------------------------ the corpus
