@@ -88,6 +88,7 @@ class ComputeRules:
         self.rules: dict[str, list[HelperRule]] = {}
         self.opaque: set[str] = set()      # helpers with a compute rule this module cannot state
         self.pending: list = []
+        self.mentioned: set[str] = set()   # every name a compute rule mentions (tables it may look up)
         self._dispatch: dict = {}
         for text in texts:
             for form in read_sexps(text):
@@ -106,7 +107,9 @@ class ComputeRules:
             self.helpers[f[1].name] = (tuple(s.name for s in f[2]), f[3].name)
         elif head == Sym("function") and len(f) >= 4:
             self.functions[f[1].name] = (tuple(s.name for s in f[2]), f[3].name)
-        elif head == Sym("rewrite") and _keyword(f, ":ruleset") == Sym("compute"):
+        elif head in (Sym("rewrite"), Sym("rule")) and _keyword(f, ":ruleset") == Sym("compute"):
+            self.mentioned |= _symbols(f)
+        if head == Sym("rewrite") and _keyword(f, ":ruleset") == Sym("compute"):
             lhs, rhs = f[1], f[2]
             when = _keyword(f, ":when") or ()
             self._add(lhs, tuple(when), rhs)
@@ -411,6 +414,12 @@ _PRIMS = {
     "set-intersect": lambda a, b: a & b,
     "set-diff": lambda a, b: a - b,
 }
+
+
+def _symbols(e) -> set[str]:
+    if isinstance(e, Sym):
+        return {e.name}
+    return set().union(*(_symbols(x) for x in e)) if isinstance(e, tuple) else set()
 
 
 def _mentions(e, sym: Sym) -> bool:

@@ -29,7 +29,7 @@ from .diagnostics import LeirError
 from .facts import program_facts
 from .printer import Printer
 from .rulebook import Rulebook, load_rulebook
-from .strata import queried_tables, strata
+from .strata import needed, queried_tables, strata
 from .terms import SP, Decoder, Interner, call, encode, lit_i, lit_s
 
 LOOP_LETTERS = "acdfghijklmnopqrsuw"
@@ -477,20 +477,27 @@ class Engine:
             drop.add("compute")
         analysis = []                        # the analysis rules, loaded stratified below
         self._static: set[tuple] = set()     # facts of STATIC_RELATIONS already in the base e-graph
-        self._queried: set[str] = set()      # tables some loaded rule's query reads
+        wanted: set[str] = set()             # tables the loaded strategy (and compute) rules read
         for filename, text in self.book.programs(drop):
             cmds = self.eg.parse_program(text, filename=filename)
             rest = []
             for c in cmds:
-                (analysis if isinstance(c, b.RuleCommand) and c.rule.ruleset == "analysis" else rest).append(c)
-                self._queried |= queried_tables(c)
+                if isinstance(c, b.RuleCommand) and c.rule.ruleset == "analysis":
+                    analysis.append(c)
+                else:
+                    rest.append(c)
+                    wanted |= queried_tables(c)
             self.eg.run_program(*rest)
-        if stratified:
-            self._analysis_schedule = self._load_strata(analysis)
-        else:
-            self.eg.run_program(*analysis)
-            self._analysis_schedule = "(run-schedule (saturate (run analysis)))"
         self.compute = ComputeRules(text for _, text in self.book.programs())
+        wanted |= self.compute.mentioned     # evaluated in Python, compute rules look functions up
+        tables = set(self.eg.freeze().functions)
+        kept, self._queried = needed([c.rule for c in analysis], tables, wanted)  # _queried: facts to insert
+        self.analysis_rules = len(kept)
+        if stratified:
+            self._analysis_schedule = self._load_strata(kept, tables)
+        else:
+            self.eg.run_program(*(b.RuleCommand(r) for r in kept))
+            self._analysis_schedule = "(run-schedule (saturate (run analysis)))"
         self._run_compute = self.eg.parse_program("(run-schedule (saturate (run compute)))")
         self._run_insert = b.RunSchedule(b.Repeat(SP, 1, b.Run(SP, b.RunConfig("q_insert", None))))
         self.compute_fallbacks = 0           # queries whose helpers needed egglog's compute ruleset
@@ -503,11 +510,10 @@ class Engine:
         self._declared = set(self.eg.freeze().functions)
         self._checked: set[str] = set()
 
-    def _load_strata(self, rules: list) -> str:
+    def _load_strata(self, rules: list, tables: set[str]) -> str:
         """Declare one ruleset per analysis stratum (engine.strata), add its rules and return
         the schedule that saturates them in order."""
-        tables = set(self.eg.freeze().functions)
-        layers = strata([c.rule for c in rules], tables)
+        layers = strata(rules, tables)
         self.analysis_strata = [([r.name for r in layer], rec) for layer, rec in layers]
         runs = []
         for i, (layer, recursive) in enumerate(layers):

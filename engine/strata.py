@@ -60,6 +60,23 @@ def queried_tables(command) -> set[str]:
     return out
 
 
+def needed(rules: list[b.Rule], tables: set[str], wanted: set[str]) -> tuple[list[b.Rule], set[str]]:
+    """The rules whose output is read, directly or through other kept rules, by a query that
+    reads ``wanted``; and everything the kept rules and those queries read. An engine that
+    loads a few strategies runs (and clones at every push) only the analyses they use."""
+    rw = [reads_writes(r, tables) for r in rules]
+    want = set(wanted)
+    keep = [False] * len(rules)
+    changed = True
+    while changed:
+        changed = False
+        for i, (reads, writes) in enumerate(rw):
+            if not keep[i] and writes & want:
+                keep[i] = changed = True
+                want |= reads
+    return [r for r, k in zip(rules, keep) if k], want
+
+
 def reads_writes(rule: b.Rule, tables: set[str]) -> tuple[set[str], set[str]]:
     """(tables the rule's query reads, tables its actions write or read)."""
     reads: set = set()
