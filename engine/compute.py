@@ -78,7 +78,8 @@ class ComputeRules:
     """Helper definitions of the ``compute`` ruleset, read from the rule files' text."""
 
     def __init__(self, texts, shortcuts: bool = True):
-        """``shortcuts``: helpers of ``NAME_MAPS`` return a term that does not mention their
+        """``shortcuts``: the helpers of engine.native run as Python functions, and the other
+        helpers of ``NAME_MAPS`` return a term that does not mention their
         name argument unchanged, without descending into it (tests compare both ways)."""
         self.shortcuts = shortcuts
         self.helpers: dict[str, tuple[tuple[str, ...], str]] = {}   # name -> (arg sorts, sort)
@@ -96,6 +97,9 @@ class ComputeRules:
                     self._declare(_plain(form))
         self._compile()
         self.generated = _generate(self)
+        if shortcuts:                      # generated helpers call each other through this table
+            from .native import NATIVE
+            self.generated.update({n: f for n, f in NATIVE.items() if n in self.generated and n not in self.opaque})
 
     # -- loading
     def _declare(self, f: tuple) -> None:
