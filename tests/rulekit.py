@@ -9,10 +9,32 @@ from engine.program import make_program
 from engine.rulebook import load_rulebook
 
 
+def operator_rules_dir(tmp_path_factory):
+    """A rules directory holding only the schema and rules/operator.egg (an engine loaded
+    from a directory of the user's choosing, as ``--rules DIR`` does)."""
+    import shutil
+    from engine.rulebook import RULES_DIR
+    d = tmp_path_factory.mktemp("oprules")
+    for f in ("leir.egg", "operator.egg"):
+        shutil.copy(RULES_DIR / f, d / f)
+    return d
+
+
 def engine_for(rule_file: str) -> Engine:
     """An engine that loads only the strategies of one rule file (plus the schema)."""
     names = [s.name for s in load_rulebook().strategies if s.file.endswith(rule_file)]
     return Engine(strategies=names)
+
+
+def prog(body: str, inputs: dict, outputs: dict, name: str = "t"):
+    """A checked program from LEIR text; tensors as {name: shape} (f32) or {name: (dtype, shape)}."""
+    def decl(d):
+        out = []
+        for n, v in d.items():
+            dtype, shape = v if len(v) == 2 and isinstance(v[0], str) else ("f32", v)
+            out.append(TensorDecl(n, dtype, tuple(shape)))
+        return tuple(out)
+    return make_program(name, decl(inputs), decl(outputs), parse_body(body))
 
 
 def prog_f32(text, inputs, outputs, name="t"):

@@ -11,6 +11,7 @@ from engine.ast import equations
 from engine.enumerate import Engine, loop_names, tensor_names
 from engine.files import program_from_json
 from tests.conftest import CORPUS, ROOT, SHARED, corpus_records
+from rulekit import operator_rules_dir
 
 COVERAGE = SHARED / "corpus" / "reference_coverage.jsonl"
 # Reference applications we deliberately do not reproduce: each changes the kind of an
@@ -32,9 +33,7 @@ pytestmark = pytest.mark.skipif(not CORPUS.exists(), reason="shared corpus not a
 
 @pytest.fixture(scope="module")
 def eng(tmp_path_factory):
-    d = tmp_path_factory.mktemp("oprules")
-    for f in ("leir.egg", "operator.egg"):
-        shutil.copy(ROOT / "rules" / f, d / f)
+    d = operator_rules_dir(tmp_path_factory)
     return Engine(d)
 
 

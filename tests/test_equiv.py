@@ -1,6 +1,5 @@
 """engine.saturate / engine.equiv: bounded reachability with rule paths and stop reasons."""
 import json
-import shutil
 import subprocess
 import sys
 
@@ -12,6 +11,7 @@ from engine.parser import parse_body
 from engine.program import make_program
 from engine.saturate import Limits, explore
 from tests.conftest import ROOT
+from rulekit import operator_rules_dir
 
 A = ("B^{4}_{tx=0}L^{6}_{a=0}L^{8}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];")
 KNOWN = {"inputs": [{"name": "A", "dtype": "f32", "shape": [4, 8]}, {"name": "C", "dtype": "f32", "shape": [8, 6]}],
@@ -20,9 +20,7 @@ KNOWN = {"inputs": [{"name": "A", "dtype": "f32", "shape": [4, 8]}, {"name": "C"
 
 @pytest.fixture(scope="module")
 def eng(tmp_path_factory):
-    d = tmp_path_factory.mktemp("oprules")
-    for f in ("leir.egg", "operator.egg"):
-        shutil.copy(ROOT / "rules" / f, d / f)
+    d = operator_rules_dir(tmp_path_factory)
     return Engine(d), d
 
 

@@ -1,15 +1,8 @@
 """rules/dce.egg: dead statements go, statements feeding the output never do."""
 import pytest
 
-from engine.ast import TensorDecl
 from engine.enumerate import Engine
-from engine.parser import parse_body
-from engine.program import make_program
-
-
-def prog(body, inputs, outputs):
-    decl = lambda d: tuple(TensorDecl(n, "f32", tuple(s)) for n, s in d.items())
-    return make_program("t", decl(inputs), decl(outputs), parse_body(body))
+from rulekit import prog
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,13 @@ from dataclasses import replace
 import pytest
 
 from conftest import SHARED, corpus_records
-from engine.ast import Nest, TensorDecl
+from engine.ast import Nest
 from engine.diagnostics import LeirError
 from engine.enumerate import Engine
 from engine.files import program_from_json
 from engine.parser import parse_body
 from engine.program import make_program
-from rulekit import assert_all_equal, stratified
+from rulekit import assert_all_equal, prog, stratified
 
 GRAPH = ("operator_fusion", "operator_fission", "compute_inline", "expression_splitting",
          "common_subexpression_elimination", "expression_reorder")
@@ -24,11 +24,6 @@ GRAPH = ("operator_fusion", "operator_fission", "compute_inline", "expression_sp
 @pytest.fixture(scope="module")
 def engine():
     return Engine()
-
-
-def prog(body: str, inputs: dict, outputs: dict):
-    decl = lambda d: tuple(TensorDecl(n, dt, tuple(sh)) for n, (dt, sh) in d.items())
-    return make_program("t", decl(inputs), decl(outputs), parse_body(body))
 
 
 def leirs(engine, p, strategy):

@@ -1,7 +1,6 @@
 """rules/math.egg: sympy proofs of every rule, before/expected, guards, inverses, numerics."""
 from __future__ import annotations
 
-import re
 
 import pytest
 import sympy
@@ -11,6 +10,7 @@ from engine.enumerate import Engine
 from engine.parser import parse_body
 from engine.program import make_program
 from engine.rulebook import RULES_DIR, keyword, read_sexps
+from rulekit import prog
 
 ALGEBRAIC = ("factorization", "expand_factorization", "cancellation", "expand_cancellation", "apart",
              "together", "powsimp", "expand_powsimp", "logsimp", "expand_log", "collect", "expand_collect")
@@ -23,11 +23,6 @@ INVERSES = [("factorization", "expand_factorization"), ("cancellation", "expand_
 @pytest.fixture(scope="module")
 def engine():
     return Engine()
-
-
-def prog(body: str, inputs: dict, outputs: dict):
-    decl = lambda d: tuple(TensorDecl(n, "f32", tuple(s)) for n, s in d.items())
-    return make_program("t", decl(inputs), decl(outputs), parse_body(body))
 
 
 def neighbours(engine, p, strategy):

@@ -3,18 +3,13 @@ import json
 
 import pytest
 
-from engine.ast import TensorDecl
 from engine.enumerate import Engine
 from engine.parser import parse_body
 from engine.program import make_program
+from rulekit import prog
 
 MEMORY = ("cache_read_write", "layout_transformation", "set_storage_scope", "set_storage_layout",
           "precompute_indices")
-
-
-def prog(body, inputs, outputs):
-    decl = lambda d: tuple(TensorDecl(n, "f32", tuple(s)) for n, s in d.items())
-    return make_program("t", decl(inputs), decl(outputs), parse_body(body))
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 The engine here loads only the schema and rules/operator.egg (copied to a temp dir), so the
 tests pin the operator block independently of the other strategy files.
 """
-import shutil
 
 import pytest
 
@@ -11,14 +10,12 @@ from engine.enumerate import Engine
 from engine.parser import parse_body
 from engine.program import make_program
 from engine.ast import TensorDecl
-from tests.conftest import ROOT
+from rulekit import operator_rules_dir
 
 
 @pytest.fixture(scope="module")
 def eng(tmp_path_factory):
-    d = tmp_path_factory.mktemp("oprules")
-    for f in ("leir.egg", "operator.egg"):
-        shutil.copy(ROOT / "rules" / f, d / f)
+    d = operator_rules_dir(tmp_path_factory)
     return Engine(d)
 
 

@@ -8,12 +8,11 @@ import json
 import pytest
 
 from conftest import SHARED, corpus_records
-from engine.ast import TensorDecl
 from engine.enumerate import Engine
 from engine.files import program_from_json
 from engine.parser import parse_body
 from engine.program import make_program
-from rulekit import assert_all_equal, stratified
+from rulekit import assert_all_equal, prog, stratified
 from test_rules_graph import shrink
 
 SPLIT = "tensor_split_to_decouple_operators"
@@ -24,11 +23,6 @@ F = "f32"
 @pytest.fixture(scope="module")
 def engine():
     return Engine()
-
-
-def prog(body: str, inputs: dict, outputs: dict):
-    decl = lambda d: tuple(TensorDecl(n, dt, tuple(sh)) for n, (dt, sh) in d.items())
-    return make_program("t", decl(inputs), decl(outputs), parse_body(body))
 
 
 def variants(engine, p, strategy) -> dict:
