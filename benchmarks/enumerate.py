@@ -116,16 +116,16 @@ def _measure(args) -> tuple[float, int, dict]:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1), fallbacks, out
 
 
-def _each_in_its_own_process(argv: list[str]) -> tuple[float, int, dict]:
+def _each_in_its_own_process(args) -> tuple[float, int, dict]:
     """Both sets, each measured in a fresh process: the second set measured in the process
     that ran the first came out slower (push/pop about 2.5 ms each), an artefact of the
     allocator's state, not of the engine a user would run."""
     import subprocess
-    rest = [a for i, a in enumerate(argv) if a != "--json" and a != "--set" and
-            not (i and argv[i - 1] == "--set") and not a.startswith("--set=")]
+    common = ["--corpus", args.corpus, "--repeat", str(args.repeat), "--json"]
+    common += (["--rules", args.rules] if args.rules else []) + (["--validate"] if args.validate else [])
     peak, fallbacks, out = 0.0, 0, {}
     for name in ("graph_operator", "all"):
-        proc = subprocess.run([sys.executable, __file__, "--set", name, "--json", *rest],
+        proc = subprocess.run([sys.executable, __file__, "--set", name, *common],
                               capture_output=True, text=True, check=True)
         d = json.loads(proc.stdout)
         peak = max(peak, d["peak_rss_mib"])
@@ -149,7 +149,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.set == "both" and not args.strategy and not args.shared:
-        peak, fallbacks, out = _each_in_its_own_process(argv if argv is not None else sys.argv[1:])
+        peak, fallbacks, out = _each_in_its_own_process(args)
     else:
         peak, fallbacks, out = _measure(args)
     machine = {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()]}

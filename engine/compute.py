@@ -191,7 +191,7 @@ class Evaluator:
                 stack.pop()
                 continue
             node = keys[x]
-            kids = _TERM_ARGS.get(node[0], ())
+            kids = TERM_ARGS.get(node[0], ())
             pending = False
             for i in kids:
                 c = node[i]
@@ -229,7 +229,7 @@ class Evaluator:
 _EMPTY = frozenset()
 _NONE = (_EMPTY, _EMPTY)
 # schema constructor -> positions (1-based, in its interned key) of its term arguments
-_TERM_ARGS = {name: tuple(i + 1 for i, k in enumerate(kinds) if k not in ("S", "I"))
+TERM_ARGS = {name: tuple(i + 1 for i, k in enumerate(kinds) if k not in ("S", "I"))
               for name, (_, kinds) in SIGNATURES.items()}
 
 # Name-keyed structural maps of the helper library: every compute rule of these helpers

@@ -492,7 +492,6 @@ class Engine:
         wanted |= self.compute.mentioned     # evaluated in Python, compute rules look functions up
         tables = set(self.eg.freeze().functions)
         kept, self._queried = needed([c.rule for c in analysis], tables, wanted)  # _queried: facts to insert
-        self.analysis_rules = len(kept)
         if stratified:
             self._analysis_schedule = self._load_strata(kept, tables)
         else:
@@ -514,7 +513,6 @@ class Engine:
         """Declare one ruleset per analysis stratum (engine.strata), add its rules and return
         the schedule that saturates them in order."""
         layers = strata(rules, tables)
-        self.analysis_strata = [([r.name for r in layer], rec) for layer, rec in layers]
         runs = []
         for i, (layer, recursive) in enumerate(layers):
             name = f"analysis_{i}"
@@ -587,23 +585,22 @@ class Engine:
                                     f"(declare it in {self.book.files[0]})")
                 self._checked.add(rel)
 
-    def _fact_actions(self, program, enc) -> list:
-        """Actions inserting the Python-computed facts that some loaded rule can read (egglog
-        compiles each action of the insert rule at tens of microseconds apiece, so an engine
-        loading a few strategies skips the facts only the others use)."""
+    def _fact_actions(self, program, enc) -> tuple[list, list]:
+        """(actions inserting this query's Python-computed facts, facts of STATIC_RELATIONS the
+        base e-graph lacks yet). Only facts some loaded rule can read: egglog compiles each
+        action of the insert rule at tens of microseconds apiece, so an engine loading a few
+        strategies skips the facts only the others use."""
         glob, per_key, pairs, rep = program_facts(program, enc)
         self._check_relations({f[0] for f in glob} | {f[0] for fs in per_key.values() for f in fs} |
                               {f[0] for f in pairs} | ({"Repeated"} if rep else set()))
         used = self._queried
-        acts = []
+        acts, static = [], []
         for fact in glob:
             if fact[0] in used:
-                if fact[0] in STATIC_RELATIONS:
-                    if fact not in self._static:       # inserted once, at the base level (depth 0)
-                        self._static.add(fact)
-                        self.eg.run_program(b.ActionCommand(_fact_action(fact, ())))
-                    continue
-                acts.append(_fact_action(fact, ()))
+                if fact[0] not in STATIC_RELATIONS:
+                    acts.append(_fact_action(fact, ()))
+                elif fact not in self._static:
+                    static.append(fact)
         for key in sorted(per_key):
             g = (enc.nest_globals[key],)
             for fact in sorted(per_key[key], key=repr):
@@ -614,7 +611,7 @@ class Engine:
                 acts.append(_fact_action((rel, *args), (enc.nest_globals[k1], enc.nest_globals[k2])))
         for (_, k) in rep if "Repeated" in used else ():
             acts.append(b.Expr_(SP, call("Repeated", [enc.exprs[k]])))
-        return acts
+        return acts, static
 
     def enumerate(self, program, strategies=None, categories=None, validate: bool = False) -> Enumeration:
         """Every one-step neighbour of ``program`` (a ``Program``), merged and sorted.
@@ -646,7 +643,11 @@ class Engine:
         interner = Interner()
         enc = encode(program.body, interner, "l_prog", "l_")
         clock("encode")
-        actions = enc.actions + self._fact_actions(program, enc)
+        facts, static = self._fact_actions(program, enc)
+        for fact in static:                  # kept for good: inserted at the base level, below the push
+            self._static.add(fact)
+            self.eg.run_program(b.ActionCommand(_fact_action(fact, ())))
+        actions = enc.actions + facts
         # one rule with an empty query whose actions insert everything, run once: egglog
         # handles each top-level command separately, which costs far more
         insert = [b.AddRuleset(SP, "q_insert"),

@@ -12,7 +12,7 @@ neighbour of a corpus sample with pure rule evaluation (``ComputeRules(shortcuts
 """
 from __future__ import annotations
 
-from .compute import _TERM_ARGS, Unsupported
+from .compute import TERM_ARGS, Unsupported
 
 
 def substitute(ev, k: int, v: str, r: int) -> int:
@@ -32,7 +32,7 @@ def substitute(ev, k: int, v: str, r: int) -> int:
         out = r
     else:
         parts = list(node)
-        for i in _TERM_ARGS[node[0]]:
+        for i in TERM_ARGS[node[0]]:
             parts[i] = substitute(ev, node[i], v, r)
         out = ev.key.table[tuple(parts)]
     memo[mk] = out
