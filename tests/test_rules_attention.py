@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
+from conftest import SHARED, corpus_records
 from engine.files import program_from_json
 from engine.parser import parse_body
 from engine.program import make_program
 from rulekit import engine_for, prog_f32 as prog
 
-CORPUS = Path("/work/shared/corpus")
+CORPUS = SHARED / "corpus"
 S39 = "normal_loop_max_to_prefix_max"
 S40 = "normal_loop_summation_on_exp_to_prefix_summation_on_exp"
 S41 = "online_softmax"
@@ -232,15 +232,12 @@ def test_outputs_reparse_and_transform_again(engine):
 # ------------------------------------------------------------------ corpus
 
 
-def corpus():
-    return [json.loads(l) for l in (CORPUS / "programs.jsonl").read_text().splitlines() if l.strip()]
-
 
 @pytest.fixture(scope="module")
 def corpus_neighbours(engine):
     from lowering.tir import lower_to_tvmscript
     out = {}
-    for rec in corpus():
+    for rec in corpus_records():
         p = program_from_json(rec)
         nbs = family(engine, p)
         for nb in nbs:
@@ -277,7 +274,7 @@ def test_family_fires_on_softmax_logsoftmax_and_attention(corpus_neighbours):
 
 
 def shrink(name, mapping):
-    rec = next(r for r in corpus() if r["name"] == name)
+    rec = next(r for r in corpus_records() if r["name"] == name)
     rec = json.loads(json.dumps(rec))
     rec["leir"] = re.sub(r"\^\{(\d+)\}", lambda m: "^{%d}" % mapping.get(int(m.group(1)), int(m.group(1))), rec["leir"])
     for d in rec["inputs"] + rec["outputs"]:

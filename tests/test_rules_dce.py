@@ -1,6 +1,7 @@
 """rules/dce.egg: dead statements go, statements feeding the output never do."""
 import pytest
 
+from conftest import CORPUS, SHARED
 from engine.enumerate import Engine
 from rulekit import prog
 
@@ -38,8 +39,8 @@ def test_reference_coverage_every_pair(engine):
     exceptions); the removed statement verifies Equal on cumsum_exclusive's shape."""
     import json
     from engine.files import load_programs
-    progs = {p.name: p for p in load_programs("/work/shared/corpus/programs.jsonl")}
-    names = [json.loads(l)["name"] for l in open("/work/shared/corpus/reference_coverage.jsonl")
+    progs = {p.name: p for p in load_programs(CORPUS)}
+    names = [json.loads(l)["name"] for l in open(SHARED / "corpus" / "reference_coverage.jsonl")
              if "dead_code_elimination" in json.loads(l)["strategies"]]
     assert names == ["cumsum_exclusive"]
     for name in names:

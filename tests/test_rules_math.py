@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import sympy
 
+from conftest import CORPUS, SHARED
 from engine.ast import TensorDecl
 from engine.enumerate import Engine
 from engine.parser import parse_body
@@ -386,8 +387,8 @@ MATH_STRATEGIES = ALGEBRAIC + SPLITS
 def _corpus():
     from engine.files import load_programs
     import json
-    progs = {p.name: p for p in load_programs("/work/shared/corpus/programs.jsonl")}
-    cov = [json.loads(l) for l in open("/work/shared/corpus/reference_coverage.jsonl")]
+    progs = {p.name: p for p in load_programs(CORPUS)}
+    cov = [json.loads(l) for l in open(SHARED / "corpus" / "reference_coverage.jsonl")]
     return progs, cov
 
 

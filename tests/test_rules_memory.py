@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from conftest import CORPUS, SHARED
 from engine.enumerate import Engine
 from engine.parser import parse_body
 from engine.program import make_program
@@ -200,8 +201,8 @@ def test_corpus_neighbours_are_valid_and_cover_the_reference(engine, monkeypatch
     misses are set_storage_scope pairs, each checked to be an S18 (b) rejection, and
     cache_read_write pairs whose every in-statement copy exceeds a thread's local memory."""
     from engine.files import load_programs
-    progs = {p.name: p for p in load_programs("/work/shared/corpus/programs.jsonl")}
-    cov = [json.loads(l) for l in open("/work/shared/corpus/reference_coverage.jsonl")]
+    progs = {p.name: p for p in load_programs(CORPUS)}
+    cov = [json.loads(l) for l in open(SHARED / "corpus" / "reference_coverage.jsonl")]
     missing, pairs = [], 0
     for rec in cov:
         p = progs[rec["name"]]

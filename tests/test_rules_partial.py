@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
+from conftest import SHARED, corpus_records
 from engine.files import program_from_json
 from engine.parser import parse_body
 from engine.program import make_program
 from rulekit import engine_for, prog_f32 as prog
 
-CORPUS = Path("/work/shared/corpus")
+CORPUS = SHARED / "corpus"
 S35 = "partially_equivalent_then_correct"
 
 
@@ -215,15 +215,12 @@ def test_conv2d_both_axes_verify_bitwise(engine):
 # ------------------------------------------------------------------ corpus
 
 
-def corpus():
-    return [json.loads(l) for l in (CORPUS / "programs.jsonl").read_text().splitlines() if l.strip()]
-
 
 @pytest.fixture(scope="module")
 def corpus_neighbours(engine):
     from lowering.tir import lower_to_tvmscript
     out = {}
-    for rec in corpus():
+    for rec in corpus_records():
         nbs = neighbours(engine, program_from_json(rec))
         for nb in nbs:
             lower_to_tvmscript(nb.program, "llvm")
@@ -254,7 +251,7 @@ def test_corpus_conv1d_matches_reference_seam(corpus_neighbours):
 
 
 def shrink(name, mapping):
-    rec = next(r for r in corpus() if r["name"] == name)
+    rec = next(r for r in corpus_records() if r["name"] == name)
     rec = json.loads(json.dumps(rec))
     rec["leir"] = re.sub(r"\d+", lambda m: str(mapping.get(int(m.group(0)), int(m.group(0)))), rec["leir"])
     for d in rec["inputs"] + rec["outputs"]:
