@@ -91,79 +91,40 @@ def reads_writes(rule: b.Rule, tables: set[str]) -> tuple[set[str], set[str]]:
 def strata(rules: list[b.Rule], tables: set[str]) -> list[tuple[list[b.Rule], bool]]:
     """The rules as a schedule of (rules, recursive) steps, dependencies first: a recursive
     step is one strongly connected component of the read-after-write graph, to saturate; a
-    flat step holds every acyclic component of one depth, to run once. File order inside."""
+    flat step holds every acyclic rule of one depth, to run once. File order inside."""
     n = len(rules)
     rw = [reads_writes(r, tables) for r in rules]
-    succ = [[j for j in range(n) if rw[i][1] & rw[j][0]] for i in range(n)]   # i writes what j reads
-    # Tarjan, iterative
-    index, low, on, stack, comps = {}, {}, set(), [], []
-    counter = 0
-    for root in range(n):
-        if root in index:
-            continue
-        work = [(root, 0)]
-        while work:
-            v, i = work.pop()
-            if i == 0:
-                index[v] = low[v] = counter
-                counter += 1
-                stack.append(v)
-                on.add(v)
-            recurse = False
-            for k in range(i, len(succ[v])):
-                w = succ[v][k]
-                if w not in index:
-                    work.append((v, k + 1))
-                    work.append((w, 0))
-                    recurse = True
-                    break
-                if w in on:
-                    low[v] = min(low[v], index[w])
-            if recurse:
-                continue
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                comps.append(sorted(comp))
-            if work:
-                u = work[-1][0]
-                low[u] = min(low[u], low[v])
-    # Tarjan emits components in reverse topological order of the successor graph; order them
-    # topologically with the smallest file position first among the ready ones
-    comp_of = {v: c for c, comp in enumerate(comps) for v in comp}
-    preds = {c: set() for c in range(len(comps))}
-    for v in range(n):
-        for w in succ[v]:
-            if comp_of[v] != comp_of[w]:
-                preds[comp_of[w]].add(comp_of[v])
-    # by longest-path depth: a component reads only components of smaller depth. Components
-    # without a cycle need ONE iteration once their inputs are complete, so those of equal
-    # depth run together, once; each recursive component saturates on its own rules.
-    depth: dict = {}
-    while len(depth) < len(comps):
-        for c in range(len(comps)):
-            if c not in depth and all(p in depth for p in preds[c]):
-                depth[c] = 1 + max((depth[p] for p in preds[c]), default=-1)
+    succ = [{j for j in range(n) if rw[i][1] & rw[j][0]} for i in range(n)]   # i writes what j reads
+    reach = [_reachable(i, succ) for i in range(n)]
+    comp = [frozenset({i} | {j for j in reach[i] if i in reach[j]}) for i in range(n)]
+    # depth: the longest chain of components before this one. A component reads only those
+    # of smaller depth, so once they are done an acyclic rule needs ONE iteration and one of
+    # a cycle saturates on its component's rules alone.
+    depth: dict[frozenset, int] = {}
+
+    def depth_of(c: frozenset) -> int:
+        if c not in depth:
+            before = {comp[j] for j in range(n) if j not in c and succ[j] & c}
+            depth[c] = 1 + max((depth_of(p) for p in before), default=-1)
+        return depth[c]
+
     out: list[tuple[list, bool]] = []
-    for d in range(1 + max(depth.values(), default=-1)):
-        at = sorted((c for c in comps_at(depth, d)), key=lambda c: comps[c][0])
-        flat = [v for c in at if not _recursive(comps[c], succ) for v in comps[c]]
+    for d in range(1 + max((depth_of(c) for c in comp), default=-1)):
+        flat = [i for i in range(n) if i not in reach[i] and depth_of(comp[i]) == d]
         if flat:
-            out.append(([rules[v] for v in sorted(flat)], False))
-        for c in at:
-            if _recursive(comps[c], succ):
-                out.append(([rules[v] for v in comps[c]], True))
+            out.append(([rules[i] for i in flat], False))
+        cycles = sorted({c for i, c in enumerate(comp) if i in reach[i] and depth_of(c) == d}, key=min)
+        out.extend(([rules[i] for i in sorted(c)], True) for c in cycles)
     return out
 
 
-def comps_at(depth: dict, d: int):
-    return (c for c, k in depth.items() if k == d)
-
-
-def _recursive(comp: list[int], succ: list[list[int]]) -> bool:
-    return len(comp) > 1 or comp[0] in succ[comp[0]]
+def _reachable(i: int, succ: list[set[int]]) -> set[int]:
+    """Rules reachable from rule i in one or more steps (i itself only through a cycle)."""
+    seen: set[int] = set()
+    todo = list(succ[i])
+    while todo:
+        j = todo.pop()
+        if j not in seen:
+            seen.add(j)
+            todo.extend(succ[j] - seen)
+    return seen
