@@ -9,7 +9,7 @@ per program, the median and p90 of every query phase (engine.enumerate's ``phase
 encode, facts, push, insert, analysis, step, decode, pop, expand) and the peak resident
 memory of the process. Sets: ``graph_operator`` = the paper's graph and operator strategies
 (dead-code elimination, a project addition, excluded); ``all`` = every strategy of the rule
-files. Each set runs on an engine that loads only its strategies (``Engine(strategies=...)``;
+files. Each set runs on an engine that loads only its strategies (``Enumerator(strategies=...)``;
 ``--shared``: one engine with everything loaded), ``both`` runs each set in a process of its own. Enumeration means insert, analyse, step, decode (helper terms evaluated), expand and
 merge; each neighbour's body, text and resolved provenances are materialised lazily, so the
 listing time (``median_ms``...) is followed by the time to materialise every neighbour's
@@ -42,7 +42,7 @@ def _ms(xs: list[float]) -> dict:
 
 
 def strategy_set(engine, name: str, explicit=None) -> list[str]:
-    from engine.rulebook import SPEC_STRATEGIES
+    from engine.rewrite.rulebook import SPEC_STRATEGIES
     if explicit:
         return list(explicit)
     if name == "graph_operator":
@@ -98,17 +98,17 @@ def run_set(engine, progs, strategies, validate: bool, repeat: int = 1) -> dict:
 
 def _measure(args) -> tuple[float, int, dict]:
     """(peak RSS in MiB, compute fallbacks, {set: result}) of the sets ``args`` asks for."""
-    from engine.enumerate import Engine
-    from engine.files import load_programs
+    from engine.rewrite.enumerate import Enumerator
+    from engine.leir.files import load_programs
     progs = load_programs(args.corpus)
-    shared = Engine(args.rules)
+    shared = Enumerator(args.rules)
     sets = ["custom"] if args.strategy else ["graph_operator", "all"] if args.set == "both" else [args.set]
     out = {}
     fallbacks = 0
     for name in sets:
         strategies = strategy_set(shared, name, args.strategy)
         eng = shared if args.shared or len(strategies) == len(shared.book.strategies) else \
-            Engine(args.rules, strategies=strategies)
+            Enumerator(args.rules, strategies=strategies)
         out[name] = run_set(eng, progs, strategies, args.validate, max(1, args.repeat))
         out[name]["summary"]["engine"] = "shared" if eng is shared else "dedicated"
         fallbacks += eng.compute_fallbacks if eng is not shared else 0

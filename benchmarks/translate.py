@@ -34,7 +34,7 @@ def main() -> int:
     from dataset.translate import translate
     from dataset.translate.verify import verify_translation
     from dataset.workloads import instantiate, registry
-    from engine.diagnostics import LeirError
+    from engine.leir.diagnostics import LeirError
     t_import = time.perf_counter() - t0
 
     reg = registry()

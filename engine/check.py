@@ -11,11 +11,11 @@ import argparse
 import json
 import sys
 
-from .ast import Nest
-from .cli import EXIT_USER_ERROR, report, run_cli, warn
-from .diagnostics import LeirError
-from .files import load_programs
-from .printer import ref_to_str
+from engine.leir.ast import Nest
+from engine.leir.cli import EXIT_USER_ERROR, report, run_cli, warn
+from engine.leir.diagnostics import LeirError
+from engine.leir.files import load_programs
+from engine.leir.printer import ref_to_str
 
 
 def summary(p) -> dict:

@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .diagnostics import LeirError
-from .saturate import Limits, explore
+from engine.leir.cli import run_cli
+from engine.leir.diagnostics import LeirError
+from engine.leir.files import load_program
+from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.saturate import Limits, explore
 
 
 def main(argv=None) -> int:
@@ -32,13 +35,11 @@ def main(argv=None) -> int:
     if args.steps < 0:
         print("error: --steps must be non-negative", file=sys.stderr)
         return 2
-    from .enumerate import Engine
-    from .files import load_program
     a = load_program(args.a, args.name_a)
     b = load_program(args.b, args.name_b)
     if {d.name: d for d in a.known} != {d.name: d for d in b.known}:
         raise LeirError("the two programs declare different known tensors", file=args.b)
-    eng = Engine(args.rules)
+    eng = Enumerator(args.rules)
     ex = explore(eng, a, Limits(args.steps, args.max_nodes, args.max_time, args.max_memory),
                  target=b.to_leir(), strategies=args.strategy, categories=args.category)
     if ex.found is not None:
@@ -54,5 +55,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from .cli import run_cli
     sys.exit(run_cli(main))

@@ -1,0 +1,36 @@
+"""Lowering of LEIR programs to TVM TIR, builds for llvm and cuda, and numerical verification
+and timing (imported on first use)::
+
+    from lowering import Verifier
+    with Verifier(target="llvm", trials=3, timeout=60) as v:
+        verdict = v.verify(original, candidate)      # Verdict: .equal, .reason, .to_json()
+        timing = v.measure(candidate)                # Measurement: .median_ms, .spread_ms
+"""
+from __future__ import annotations
+
+_EXPORTS = {
+    "Verifier": "lowering.verifier",
+    "Verdict": "lowering.verifier",
+    "Measurement": "lowering.verifier",
+    "tolerance_for": "lowering.verifier",
+    "LoweringError": "lowering.errors",
+    "lower_to_tvmscript": "lowering.tir",
+    "cuda_source": "lowering.tir",
+    "random_inputs": "lowering.inputs",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lowering' has no attribute '{name}'")
+    import importlib
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

@@ -1,7 +1,7 @@
 """The one error type of the lowering package."""
 from __future__ import annotations
 
-from engine.diagnostics import LeirError
+from engine.leir.diagnostics import LeirError
 
 
 class LoweringError(LeirError):

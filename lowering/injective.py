@@ -23,8 +23,8 @@ import math
 
 import numpy as np
 
-from engine.ast import BinOp, Call, Num, Ref, Unary, Var, walk
-from engine.affine import affine, mixed_radix
+from engine.leir.ast import BinOp, Call, Num, Ref, Unary, Var, walk
+from engine.leir.affine import affine, mixed_radix
 
 BRUTE_FORCE_LIMIT = 1 << 18
 

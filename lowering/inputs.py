@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.ast import DTYPES, BinOp, Call, Num, Ref, equations, walk
+from engine.leir.ast import DTYPES, BinOp, Call, Num, Ref, equations, walk
 
 POSITIVE_RANGE = (0.5, 2.0)
 SMALL_INT_RANGE = (1, 8)

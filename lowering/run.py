@@ -6,12 +6,14 @@ read back as 0 rather than as whatever memory held.
 from __future__ import annotations
 
 import statistics
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-from engine.diagnostics import LeirError
+from engine.leir.canonical import renaming_key
+from engine.leir.diagnostics import LeirError
 
 from .errors import LoweringError
 from .inputs import numpy_dtype
@@ -28,12 +30,21 @@ class Built:
     vectorized: bool  # False when the vectorised form was rejected by TVM and rebuilt serially
 
 
-_CACHE: dict[tuple[str, str, str], Built] = {}
+CACHE_SIZE = 128      # compiled programs kept per process (least recently used dropped first)
+_CACHE: OrderedDict = OrderedDict()
 
 
 def clear_build_cache() -> None:
-    """Forget every compiled program (long sweeps over many programs bound their memory this way)."""
+    """Forget every compiled program."""
     _CACHE.clear()
+
+
+def set_build_cache_size(n: int) -> None:
+    """Keep at most ``n`` compiled programs (0 disables the cache)."""
+    global CACHE_SIZE
+    CACHE_SIZE = max(0, int(n))
+    while len(_CACHE) > CACHE_SIZE:
+        _CACHE.popitem(last=False)
 
 
 def _tvm_target(target: str, arch: str):
@@ -43,14 +54,21 @@ def _tvm_target(target: str, arch: str):
 
 
 def build(program, target: str = "llvm", arch: str = "sm_90") -> Built:
-    """Compile ``program`` (cached by its TVMScript text). Raises ``LoweringError``."""
+    """Compile ``program``. Raises ``LoweringError``.
+
+    Builds are cached (bounded, least recently used first out) by the program modulo a
+    consistent renaming of intermediates and loop variables (``engine.leir.canonical``): a
+    renamed program computes the same outputs with the same code, so it reuses the build
+    (``Built.text`` is then the TVMScript of the program first built)."""
     import tvm
     if target not in TARGETS:
         raise LoweringError(f"unknown target '{target}' (expected {' or '.join(TARGETS)})")
+    key = (renaming_key(program), target, arch)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        _CACHE.move_to_end(key)
+        return hit
     text = lower_to_tvmscript(program, target)
-    key = (text, target, arch)
-    if key in _CACHE:
-        return _CACHE[key]
     attempts = [(text, True)]
     if "T.vectorized(" in text:
         attempts.append((lower_to_tvmscript(program, target, vectorize=False), False))
@@ -66,7 +84,10 @@ def build(program, target: str = "llvm", arch: str = "sm_90") -> Built:
             err = LoweringError(f"TVM could not build the program for {target}: {first_line(e)}", stage="build")
             continue
         built = Built(t, ex, target, vec)
-        _CACHE[key] = built
+        if CACHE_SIZE:
+            _CACHE[key] = built
+            while len(_CACHE) > CACHE_SIZE:
+                _CACHE.popitem(last=False)
         return built
     raise err
 

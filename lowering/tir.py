@@ -61,8 +61,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from engine.ast import DTYPES, BinOp, Call, Compare, Equation, Nest, Num, Ref, Unary, Var, walk
-from engine.printer import expr_to_str
+from engine.leir.ast import DTYPES, BinOp, Call, Compare, Equation, Nest, Num, Ref, Unary, Var, walk
+from engine.leir.printer import expr_to_str
 
 from .errors import LoweringError
 from .types import WEAK_FLOAT, WEAK_INT, concrete, is_float, is_int, promote, real_type
@@ -802,8 +802,8 @@ def cuda_ptx(source: str, arch: str = "sm_90") -> str:
 
 
 def main(argv=None) -> int:
-    from engine.cli import report, run_cli
-    from engine.files import load_program
+    from engine.leir.cli import report, run_cli
+    from engine.leir.files import load_program
 
     def _main(argv):
         ap = argparse.ArgumentParser(prog="python -m lowering.tir",

@@ -38,8 +38,8 @@ from typing import Optional
 
 import numpy as np
 
-from engine.ast import DTYPES
-from engine.diagnostics import LeirError
+from engine.leir.ast import DTYPES
+from engine.leir.diagnostics import LeirError
 
 from .errors import LoweringError
 
@@ -368,8 +368,8 @@ def format_ladder(r: VerifyResult) -> str:
 
 
 def main(argv=None) -> int:
-    from engine.cli import run_cli
-    from engine.files import load_program, load_programs
+    from engine.leir.cli import run_cli
+    from engine.leir.files import load_program, load_programs
 
     def _main(argv):
         ap = argparse.ArgumentParser(prog="python -m lowering.verify",

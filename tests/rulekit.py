@@ -2,28 +2,28 @@
 and the numerical check every sampled neighbour must pass."""
 from __future__ import annotations
 
-from engine.ast import TensorDecl
-from engine.enumerate import Engine
-from engine.parser import parse_body
-from engine.program import make_program
-from engine.rulebook import load_rulebook
+from engine.leir.ast import TensorDecl
+from engine.rewrite.enumerate import Enumerator
+from engine.leir.parser import parse_body
+from engine.leir.program import make_program
+from engine.rewrite.rulebook import load_rulebook
 
 
 def operator_rules_dir(tmp_path_factory):
     """A rules directory holding only the schema and rules/operator.egg (an engine loaded
     from a directory of the user's choosing, as ``--rules DIR`` does)."""
     import shutil
-    from engine.rulebook import RULES_DIR
+    from engine.rewrite.rulebook import RULES_DIR
     d = tmp_path_factory.mktemp("oprules")
     for f in ("leir.egg", "operator.egg"):
         shutil.copy(RULES_DIR / f, d / f)
     return d
 
 
-def engine_for(rule_file: str) -> Engine:
+def engine_for(rule_file: str) -> Enumerator:
     """An engine that loads only the strategies of one rule file (plus the schema)."""
     names = [s.name for s in load_rulebook().strategies if s.file.endswith(rule_file)]
-    return Engine(strategies=names)
+    return Enumerator(strategies=names)
 
 
 def prog(body: str, inputs: dict, outputs: dict, name: str = "t"):

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from engine.ast import equations
-from engine.enumerate import Engine, loop_names, tensor_names
-from engine.files import program_from_json
+from engine.leir.ast import equations
+from engine.rewrite.enumerate import Enumerator, loop_names, tensor_names
+from engine.leir.files import program_from_json
 from tests.conftest import CORPUS, ROOT, SHARED, corpus_records
 from rulekit import operator_rules_dir
 
@@ -24,7 +24,7 @@ UNSOUND_OR_NOOP = {
     ("Matrix_vector_multiplication", "loop_vectorization"),
 }
 # Guarded by exactness, not missing: the reference reassociates sums whose values reach the leaky
-# ReLU's exact comparison D<0 (InexactOK, engine.facts.exact_uses); rounding there can flip a branch.
+# ReLU's exact comparison D<0 (InexactOK, engine.rewrite.analyses.values.exact_uses); rounding there can flip a branch.
 EXACT_USE = {("Gemm_LogSumExp_LeakyReLU_LeakyReLU_GELU_GELU", "reduction_factorization")}
 LOWERING_GAP = "through a composite index"
 
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.skipif(not CORPUS.exists(), reason="shared corpus not a
 @pytest.fixture(scope="module")
 def eng(tmp_path_factory):
     d = operator_rules_dir(tmp_path_factory)
-    return Engine(d)
+    return Enumerator(d)
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_reference_coverage(eng, results):
 def test_exact_use_exceptions_reduce_only_tensors_that_reach_a_comparison(corpus):
     """Every reduction of the program that the reference factorises writes a tensor whose values
     reach an exact use, so no reassociating rewrite of it is allowed."""
-    from engine.facts import exact_uses
+    from engine.rewrite.analyses.values import exact_uses
     byname = {p.name: p for p in corpus}
     for name, _ in EXACT_USE:
         p = byname[name]
@@ -97,7 +97,7 @@ def test_exact_use_exceptions_reduce_only_tensors_that_reach_a_comparison(corpus
 def test_documented_exceptions_are_noops(corpus):
     """The exceptions really are extent-1 kind changes (every other serial loop is a
     reduction axis, or beyond the vectorisation bound 64) or over-long unrolls."""
-    from engine.ast import loop_vars
+    from engine.leir.ast import loop_vars
     byname = {p.name: p for p in corpus}
     for name, strat in UNSOUND_OR_NOOP:
         for n in byname[name].body:
@@ -121,9 +121,9 @@ def test_inverse_fires_on_partner_outputs(eng, corpus):
 
 
 def test_neighbours_merge_and_keep_provenances(eng):
-    from engine.parser import parse_body
-    from engine.program import make_program
-    from engine.ast import TensorDecl
+    from engine.leir.parser import parse_body
+    from engine.leir.program import make_program
+    from engine.leir.ast import TensorDecl
     # splitting c by 2 then nothing else, vs the two identical statements: each position
     # gives its own neighbour; identical results of different sites merge
     p = make_program("t", [TensorDecl("A", "f32", (4, 4))], [TensorDecl("D", "f32", (4, 4))],
@@ -228,7 +228,7 @@ def test_sample_of_500_verifies_equal(tvm, results, corpus):
 def test_repeated_multi_strategy_queries(corpus):
     """Regression: a multi-strategy subset queried a second time used to panic in egglog
     (its combined ruleset had been declared inside a query's push and lost at the pop)."""
-    eng = Engine()
+    eng = Enumerator()
     names = [s.name for s in eng.book.strategies]
     subsets = [["loop_split", "loop_reorder"], names[:6], names[-5:], ["online_softmax", "loop_unrolling"], None]
     first = {}
@@ -247,8 +247,8 @@ def test_repeated_multi_strategy_queries(corpus):
 
 def test_placeholders_resolved_in_provenance():
     """Fresh-name placeholders never leak into parameters: they carry the name in the body."""
-    from engine.files import load_program
-    eng = Engine()
+    from engine.leir.files import load_program
+    eng = Enumerator()
     p = load_program(str(ROOT / "examples" / "softmax.leir"))
     nbs = eng.enumerate(p, ["normal_loop_max_to_prefix_max"], validate=True).neighbours
     assert nbs
@@ -266,12 +266,12 @@ def test_placeholders_resolved_in_provenance():
 
 def test_undeclared_fact_relation_is_a_clear_error(tmp_path, corpus):
     """A Python fact naming a relation no rule file declares is reported, not an egglog panic."""
-    from engine.diagnostics import LeirError
+    from engine.leir.diagnostics import LeirError
     text = (ROOT / "rules" / "leir.egg").read_text()
     assert "(relation FirstUse (Item String))" in text
     (tmp_path / "leir.egg").write_text(text.replace("(relation FirstUse (Item String))", ""))
     shutil.copy(ROOT / "rules" / "operator.egg", tmp_path / "operator.egg")
-    eng = Engine(tmp_path)
+    eng = Enumerator(tmp_path)
     with pytest.raises(LeirError, match="'FirstUse', which no rule file declares"):
         eng.enumerate(corpus[0])
     assert eng._depth == 0
@@ -281,11 +281,11 @@ def test_name_map_shortcut_matches_full_evaluation(corpus):
     """engine.compute returns a term that does not mention a Sub*/Scope*/Swap*/Split* helper's
     name argument unchanged without evaluating the helper's rules on it; with the shortcut
     disabled every neighbour (text and provenance) must be the same."""
-    from engine.compute import NAME_MAPS, ComputeRules, Evaluator
-    from engine.terms import Interner, encode
+    from engine.rewrite.compute import NAME_MAPS, ComputeRules, Evaluator
+    from engine.rewrite.terms import Interner, encode
 
-    fast = Engine()
-    slow = Engine(rulebook=fast.book)
+    fast = Enumerator()
+    slow = Enumerator(rulebook=fast.book)
     slow.compute = ComputeRules((t for _, t in slow.book.programs()), shortcuts=False)
     picked = [p for p in corpus if any(s in p.name for s in ("Conv", "Softmax", "Matmul", "Gemm"))][:6] + corpus[:3]
     hits = 0
@@ -302,7 +302,7 @@ def test_name_map_shortcut_matches_full_evaluation(corpus):
     enc = encode(corpus[0].body, interner)
     ev = Evaluator(fast.compute, interner)
     vs, ts = ev.names(enc.root)
-    from engine.ast import walk, Var, Ref
+    from engine.leir.ast import walk, Var, Ref
     want_v, want_t = set(), set()
     for _, eq in equations(corpus[0].body):
         for e in (eq.lhs, eq.rhs):

@@ -40,9 +40,9 @@ def triples(engine, program, strategies) -> list[list[str]]:
 
 
 def record(without=()) -> dict:
-    from engine.enumerate import Engine
-    from engine.files import load_programs
-    eng = Engine()
+    from engine.rewrite.enumerate import Enumerator
+    from engine.leir.files import load_programs
+    eng = Enumerator()
     strategies = sorted(s.name for s in eng.book.strategies if s.name not in without)
     progs = {p.name: p for p in load_programs(CORPUS)}
     return {"strategies": strategies,
@@ -58,13 +58,13 @@ def snapshot():
 
 @pytest.fixture(scope="module")
 def engine():
-    from engine.enumerate import Engine
-    return Engine()
+    from engine.rewrite.enumerate import Enumerator
+    return Enumerator()
 
 
 @pytest.fixture(scope="module")
 def programs():
-    from engine.files import load_programs
+    from engine.leir.files import load_programs
     return {p.name: p for p in load_programs(CORPUS)}
 
 
@@ -89,8 +89,8 @@ def test_neighbours_match_snapshot(snapshot, engine, programs, name):
 def test_helpers_evaluated_in_python_match_egglog_compute(programs):
     """engine.compute evaluates the helper terms of Step rows in Python; saturating the compute
     ruleset in egglog (the fallback) gives the same neighbours, and no fallback was needed."""
-    from engine.enumerate import Engine
-    fast, slow = Engine(), Engine()
+    from engine.rewrite.enumerate import Enumerator
+    fast, slow = Enumerator(), Enumerator()
     slow.python_compute = False
     for name in ("Matmul3D", "softmax", "Average_Pooling_1D"):
         got = triples(fast, programs[name], None)
@@ -99,12 +99,12 @@ def test_helpers_evaluated_in_python_match_egglog_compute(programs):
 
 
 def test_engine_loading_a_subset_gives_the_same_neighbours(engine, programs):
-    """Engine(strategies=...) loads only those strategies' rules (cheaper push/pop per query)
+    """Enumerator(strategies=...) loads only those strategies' rules (cheaper push/pop per query)
     and enumerates exactly what the full engine does for that selection; others are refused."""
-    from engine.diagnostics import LeirError
-    from engine.enumerate import Engine
+    from engine.leir.diagnostics import LeirError
+    from engine.rewrite.enumerate import Enumerator
     subset = ["loop_split", "loop_reorder", "compute_inline", "operator_fusion"]
-    small = Engine(strategies=subset)
+    small = Enumerator(strategies=subset)
     for name in ("Matmul3D", "softmax"):
         got = triples(small, programs[name], None)
         assert got == triples(engine, programs[name], subset) and got

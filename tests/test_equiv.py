@@ -5,11 +5,11 @@ import sys
 
 import pytest
 
-from engine.ast import TensorDecl
-from engine.enumerate import Engine
-from engine.parser import parse_body
-from engine.program import make_program
-from engine.saturate import Limits, explore
+from engine.leir.ast import TensorDecl
+from engine.rewrite.enumerate import Enumerator
+from engine.leir.parser import parse_body
+from engine.leir.program import make_program
+from engine.rewrite.saturate import Limits, explore
 from tests.conftest import ROOT
 from rulekit import operator_rules_dir
 
@@ -21,7 +21,7 @@ KNOWN = {"inputs": [{"name": "A", "dtype": "f32", "shape": [4, 8]}, {"name": "C"
 @pytest.fixture(scope="module")
 def eng(tmp_path_factory):
     d = operator_rules_dir(tmp_path_factory)
-    return Engine(d), d
+    return Enumerator(d), d
 
 
 def prog(text):

@@ -1,15 +1,15 @@
 """Fresh names for rule placeholders, chosen and substituted in the printed text."""
 import pytest
 
-from engine.enumerate import _Uncovered, fresh_plan, rename_text
-from engine.parser import parse_body
-from engine.printer import body_to_str, item_to_str
+from engine.rewrite.enumerate import _Uncovered, fresh_plan, rename_text
+from engine.leir.parser import parse_body
+from engine.leir.printer import body_to_str, item_to_str
 
 
 def _stmts(text: str) -> tuple:
     # placeholders are not LEIR identifiers: write zzx (variables) and Qx (tensors) for "#.X"
     from dataclasses import replace
-    from engine.ast import Ref, Var, transform
+    from engine.leir.ast import Ref, Var, transform
 
     def fix(x):
         if isinstance(x, Var) and x.name.startswith("zz"):
@@ -19,7 +19,7 @@ def _stmts(text: str) -> tuple:
         return x
 
     def item(it):
-        from engine.ast import Equation
+        from engine.leir.ast import Equation
         if isinstance(it, Equation):
             return replace(it, lhs=transform(it.lhs, fix), rhs=transform(it.rhs, fix))
         loops = tuple(replace(l, var="#." + l.var[2:]) if l.var.startswith("zz") else l for l in it.loops)

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from engine.lint import lint
+from engine.rewrite.lint import lint
 from tests.conftest import ROOT
 
 GOOD = """

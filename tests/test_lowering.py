@@ -6,8 +6,8 @@ import shutil
 import numpy as np
 import pytest
 
-from engine.ast import equations
-from engine.files import program_from_json
+from engine.leir.ast import equations
+from engine.leir.files import program_from_json
 from lowering.errors import LoweringError
 from lowering.inputs import random_inputs
 from lowering.tir import cuda_ptx, cuda_source, lower, lower_to_tvmscript
@@ -386,7 +386,7 @@ def _points(p):
 @pytest.mark.slow
 def test_corpus_builds_and_runs_on_llvm(tvm):
     import time
-    from engine.files import program_from_json as pj
+    from engine.leir.files import program_from_json as pj
     from lowering.run import run_program
     progs = [pj(r) for r in corpus_records()]
     small = [p for p in progs if _points(p) <= 2 ** 27]
@@ -448,7 +448,7 @@ def main(A: T.Buffer((2, 3, 8), "float32"), C: T.Buffer((2, 4), "float32")):
 
 
 def test_injectivity_of_lhs_index_maps():
-    from engine.parser import parse_body
+    from engine.leir.parser import parse_body
     from lowering.injective import is_injective
 
     def idx(text):  # the LHS index of a one-equation body

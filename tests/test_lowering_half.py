@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from engine.files import parse_leir_file
+from engine.leir.files import parse_leir_file
 
 GELU16 = """input  A f16[4, 64]
 output C f16[4, 64]

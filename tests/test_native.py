@@ -1,11 +1,12 @@
 """engine.native's helper definitions agree with their compute rules, edge cases included."""
 import pytest
 
-from engine.compute import ComputeRules, Evaluator, Unsupported
-from engine.files import load_programs
-from engine.native import NATIVE
-from engine.rulebook import load_rulebook
-from engine.terms import Interner, encode
+from engine.rewrite.compute import ComputeRules, Evaluator
+from engine.rewrite.schema import Unsupported
+from engine.leir.files import load_programs
+from engine.rewrite.native import NATIVE
+from engine.rewrite.rulebook import load_rulebook
+from engine.rewrite.terms import Interner, encode
 
 from conftest import CORPUS
 

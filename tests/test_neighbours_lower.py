@@ -62,13 +62,13 @@ def handwritten() -> tuple:
 
 @functools.lru_cache(maxsize=None)
 def _engine():
-    from engine.enumerate import Engine
-    return Engine()
+    from engine.rewrite.enumerate import Enumerator
+    return Enumerator()
 
 
 @functools.lru_cache(maxsize=None)
 def corpus_programs() -> tuple:
-    from engine.files import program_from_json
+    from engine.leir.files import program_from_json
     return tuple(program_from_json(r) for r in corpus_records())
 
 
@@ -93,9 +93,9 @@ def spread(items: list, n: int) -> list:
 
 def check(p, nb, target: str = "llvm") -> str | None:
     """None if the neighbour is valid, re-parses to itself and lowers; else what failed."""
-    from engine.diagnostics import LeirError
-    from engine.enumerate import InvalidNeighbour
-    from engine.parser import parse_body
+    from engine.leir.diagnostics import LeirError
+    from engine.rewrite.enumerate import InvalidNeighbour
+    from engine.leir.parser import parse_body
     from lowering.errors import LoweringError
     from lowering.tir import from_tvmscript, lower_to_tvmscript
     try:
@@ -209,7 +209,7 @@ class IncrementalChecker:
         self.fallbacks = 0                  # neighbours that took the exact ``check``
 
     def check(self, nb) -> str | None:
-        from engine.enumerate import InvalidNeighbour
+        from engine.rewrite.enumerate import InvalidNeighbour
         try:
             q = nb.program
             ok = self._reparses(nb, q) and self._lowers(q)
@@ -221,8 +221,8 @@ class IncrementalChecker:
         return check(self.base, nb)
 
     def _reparses(self, nb, q) -> bool:
-        from engine.diagnostics import LeirError
-        from engine.parser import parse_body
+        from engine.leir.diagnostics import LeirError
+        from engine.leir.parser import parse_body
         pieces = split_body_text(nb.leir)
         if pieces is None:
             return False
@@ -295,7 +295,7 @@ def test_spread_is_deterministic_and_covers_both_ends():
 
 
 def test_every_strategy_fires_on_the_corpus_or_a_handwritten_program(groups):
-    from engine.rulebook import load_rulebook
+    from engine.rewrite.rulebook import load_rulebook
     strategies = {s.name for s in load_rulebook().strategies}
     fired = {s for s, _ in groups}
     assert fired == strategies, sorted(strategies - fired)

@@ -24,10 +24,10 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from engine.ast import Equation, Num, equations, transform
-from engine.diagnostics import LeirError
-from engine.files import load_programs, program_from_json
-from engine.program import make_program
+from engine.leir.ast import Equation, Num, equations, transform
+from engine.leir.diagnostics import LeirError
+from engine.leir.files import load_programs, program_from_json
+from engine.leir.program import make_program
 from conftest import EXAMPLES, corpus_records
 
 POINT_LIMIT = 1 << 14   # iteration points of a shrunk program (all equations together)
@@ -183,8 +183,8 @@ class Item:
 
 @functools.lru_cache(maxsize=1)
 def engine():
-    from engine.enumerate import Engine
-    return Engine()
+    from engine.rewrite.enumerate import Enumerator
+    return Enumerator()
 
 
 @functools.lru_cache(maxsize=None)
@@ -257,7 +257,7 @@ def known_bug(failure: dict):
 
 def check(item: Item) -> dict | None:
     """None when the neighbour verifies Equal on TRIALS trials, else a failure record."""
-    from engine.enumerate import InvalidNeighbour
+    from engine.rewrite.enumerate import InvalidNeighbour
     from lowering.verify import verify
     fail = {"strategy": item.strategy, "rule": item.rule, "program": item.program.name,
             "params": dict(item.params), "exactness": item.exactness}

@@ -25,5 +25,5 @@ def test_rule_files_ship_as_package_data_of_engine_rules():
 
 
 def test_the_source_tree_finds_its_rules():
-    from engine.rulebook import RULES_DIR
+    from engine.rewrite.rulebook import RULES_DIR
     assert RULES_DIR == ROOT / "rules"

@@ -6,11 +6,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import corpus_records
-from engine.ast import (BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, Unary, Var,
+from engine.leir.ast import (BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, Unary, Var,
                         FUNCTIONS, strip_positions)
-from engine.diagnostics import LeirError
-from engine.parser import parse_body
-from engine.printer import body_to_display, body_to_str
+from engine.leir.diagnostics import LeirError
+from engine.leir.parser import parse_body
+from engine.leir.printer import body_to_display, body_to_str
 
 RECORDS = corpus_records()
 

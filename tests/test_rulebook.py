@@ -3,8 +3,8 @@ import subprocess
 import sys
 
 from conftest import ROOT
-from engine.lint import lint
-from engine.rulebook import SPEC_STRATEGIES, load_rulebook
+from engine.rewrite.lint import lint
+from engine.rewrite.rulebook import SPEC_STRATEGIES, load_rulebook
 
 META_KEYS = ("category", "difficulty", "K", "P", "S", "inverse", "exactness", "description")
 

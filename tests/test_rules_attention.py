@@ -15,9 +15,9 @@ import re
 import pytest
 
 from conftest import SHARED, corpus_records
-from engine.files import program_from_json
-from engine.parser import parse_body
-from engine.program import make_program
+from engine.leir.files import program_from_json
+from engine.leir.parser import parse_body
+from engine.leir.program import make_program
 from rulekit import engine_for, prog_f32 as prog
 
 CORPUS = SHARED / "corpus"
@@ -339,7 +339,7 @@ ARGMAX_ATT = ("B^{2}_{tx=0}L^{6}_{a=0}L^{3}_{c=0}[N^{f32,g}_{tx,a}=max(N^{f32,g}
 
 
 def _with_argmax(body, inputs, out):
-    from engine.ast import TensorDecl
+    from engine.leir.ast import TensorDecl
     return make_program("t", tuple(TensorDecl(n, "f32", tuple(s)) for n, s in inputs),
                         (TensorDecl("I", "i64", tuple(out)),), parse_body(body))
 

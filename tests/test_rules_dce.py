@@ -2,13 +2,13 @@
 import pytest
 
 from conftest import CORPUS, SHARED
-from engine.enumerate import Engine
+from engine.rewrite.enumerate import Enumerator
 from rulekit import prog
 
 
 @pytest.fixture(scope="module")
 def engine():
-    return Engine()
+    return Enumerator()
 
 
 LIVE = "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];"
@@ -38,7 +38,7 @@ def test_reference_coverage_every_pair(engine):
     """Every (program, dead_code_elimination) pair of reference_coverage.jsonl is matched (no
     exceptions); the removed statement verifies Equal on cumsum_exclusive's shape."""
     import json
-    from engine.files import load_programs
+    from engine.leir.files import load_programs
     progs = {p.name: p for p in load_programs(CORPUS)}
     names = [json.loads(l)["name"] for l in open(SHARED / "corpus" / "reference_coverage.jsonl")
              if "dead_code_elimination" in json.loads(l)["strategies"]]
@@ -49,6 +49,6 @@ def test_reference_coverage_every_pair(engine):
 
 
 def test_metadata_bucket_is_decided():
-    from engine.rulebook import load_rulebook
+    from engine.rewrite.rulebook import load_rulebook
     s = load_rulebook().by_name()["dead_code_elimination"]
     assert s.meta["difficulty"] == "medium" and "def-use" in s.meta["description"]

@@ -9,12 +9,12 @@ from dataclasses import replace
 import pytest
 
 from conftest import SHARED, corpus_records
-from engine.ast import Nest
-from engine.diagnostics import LeirError
-from engine.enumerate import Engine
-from engine.files import program_from_json
-from engine.parser import parse_body
-from engine.program import make_program
+from engine.leir.ast import Nest
+from engine.leir.diagnostics import LeirError
+from engine.rewrite.enumerate import Enumerator
+from engine.leir.files import program_from_json
+from engine.leir.parser import parse_body
+from engine.leir.program import make_program
 from rulekit import assert_all_equal, prog, stratified
 
 GRAPH = ("operator_fusion", "operator_fission", "compute_inline", "expression_splitting",
@@ -23,7 +23,7 @@ GRAPH = ("operator_fusion", "operator_fission", "compute_inline", "expression_sp
 
 @pytest.fixture(scope="module")
 def engine():
-    return Engine()
+    return Enumerator()
 
 
 def leirs(engine, p, strategy):
@@ -231,7 +231,7 @@ def test_reference_coverage(corpus_neighbours):
 
 
 def test_enumeration_is_deterministic(corpus_neighbours):
-    fresh = Engine()
+    fresh = Enumerator()
     for name in sorted(corpus_neighbours)[:25]:
         p, res = corpus_neighbours[name]
         again = fresh.enumerate(p, strategies=list(GRAPH), validate=True)

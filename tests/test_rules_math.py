@@ -6,11 +6,11 @@ import pytest
 import sympy
 
 from conftest import CORPUS, SHARED
-from engine.ast import TensorDecl
-from engine.enumerate import Engine
-from engine.parser import parse_body
-from engine.program import make_program
-from engine.rulebook import RULES_DIR, keyword, read_sexps
+from engine.leir.ast import TensorDecl
+from engine.rewrite.enumerate import Enumerator
+from engine.leir.parser import parse_body
+from engine.leir.program import make_program
+from engine.rewrite.rulebook import RULES_DIR, keyword, read_sexps
 from rulekit import prog
 
 ALGEBRAIC = ("factorization", "expand_factorization", "cancellation", "expand_cancellation", "apart",
@@ -23,7 +23,7 @@ INVERSES = [("factorization", "expand_factorization"), ("cancellation", "expand_
 
 @pytest.fixture(scope="module")
 def engine():
-    return Engine()
+    return Enumerator()
 
 
 def neighbours(engine, p, strategy):
@@ -256,7 +256,7 @@ def _argmax(body=ARGMAX_BODY, out=("C", "i64", (16, 16))):
 
 
 def test_exact_uses_follow_def_use_into_comparisons_and_integer_results():
-    from engine.facts import exact_uses, inexact_ok
+    from engine.rewrite.analyses.values import exact_uses, inexact_ok
     assert exact_uses(_argmax()) == {"A", "C", "D"}  # C: read by its own i64 update
     assert inexact_ok(_argmax()) == []
     # E flows into D, D into the comparison: both exact; F (a float output) is free
@@ -268,7 +268,7 @@ def test_exact_uses_follow_def_use_into_comparisons_and_integer_results():
                                 "C^{i64,g}_{tx});];"
                                 "B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx,a}=E^{f32,g}_{tx,a}*2+E^{f32,g}_{tx,a}*3;];"))
     assert exact_uses(p) == {"A", "C", "D", "E"} and inexact_ok(p) == ["F"]
-    eng = Engine()
+    eng = Enumerator()
     got = [n.leir for n in neighbours(eng, p, "factorization")]
     assert len(got) == 1 and "F^{f32,g}_{tx,a}=E^{f32,g}_{tx,a}*(2+3);" in got[0]  # E's own sum is kept
     assert "E^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2+A^{f32,g}_{tx,a}*3;" in got[0]
@@ -326,7 +326,7 @@ MATH_EXCEPTIONS = {
 
 
 def _sym(e, evaluate=True):
-    from engine.ast import BinOp, Call, Num, Ref, Unary, Var
+    from engine.leir.ast import BinOp, Call, Num, Ref, Unary, Var
     funcs = {"exp": sympy.exp, "log": sympy.log, "max": sympy.Max, "min": sympy.Min, "sqrt": sympy.sqrt,
              "abs": sympy.Abs}
     with sympy.evaluate(evaluate):
@@ -346,7 +346,7 @@ def _sym(e, evaluate=True):
 
 def _reference_variants(program, strategy):
     """(equation LHS, sympy input, reference output) for every equation the reference rewrites."""
-    from engine.ast import BinOp, Call, Ref, walk
+    from engine.leir.ast import BinOp, Call, Ref, walk
     fn = {"factorization": sympy.sqf, "powsimp": sympy.powsimp, "cancellation": sympy.cancel,
           "collect": lambda e: [sympy.collect(e, s) for s in sorted(e.free_symbols, key=str)]}[strategy]
     out = []
@@ -385,7 +385,7 @@ MATH_STRATEGIES = ALGEBRAIC + SPLITS
 
 @__import__("functools").lru_cache(maxsize=1)
 def _corpus():
-    from engine.files import load_programs
+    from engine.leir.files import load_programs
     import json
     progs = {p.name: p for p in load_programs(CORPUS)}
     cov = [json.loads(l) for l in open(SHARED / "corpus" / "reference_coverage.jsonl")]
@@ -394,7 +394,7 @@ def _corpus():
 
 def test_reference_coverage_every_pair_matched_or_documented():
     progs, cov = _corpus()
-    eng = Engine(strategies=list(MATH_STRATEGIES))
+    eng = Enumerator(strategies=list(MATH_STRATEGIES))
     missed, pairs = set(), 0
     for rec in cov:
         want = [s for s in MATH_STRATEGIES if s in rec["strategies"]]
@@ -424,11 +424,11 @@ def test_reference_rewrite_is_not_that_strategy(name, strategy):
 
 @__import__("functools").lru_cache(maxsize=1)
 def _cancel_engine():
-    return Engine(strategies=["cancellation"])
+    return Enumerator(strategies=["cancellation"])
 
 
 def test_reference_exponential_split_upstream_of_a_comparison():
-    from engine.facts import exact_uses
+    from engine.rewrite.analyses.values import exact_uses
     progs, _ = _corpus()
     p = progs["Gemm_LogSumExp_LeakyReLU_LeakyReLU_GELU_GELU"]
     assert {"K", "D"} <= exact_uses(p)  # K -> D = log(K) -> D < 0 in E's if_then_else

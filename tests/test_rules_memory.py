@@ -4,9 +4,9 @@ import json
 import pytest
 
 from conftest import CORPUS, SHARED
-from engine.enumerate import Engine
-from engine.parser import parse_body
-from engine.program import make_program
+from engine.rewrite.enumerate import Enumerator
+from engine.leir.parser import parse_body
+from engine.leir.program import make_program
 from rulekit import prog
 
 MEMORY = ("cache_read_write", "layout_transformation", "set_storage_scope", "set_storage_layout",
@@ -15,7 +15,7 @@ MEMORY = ("cache_read_write", "layout_transformation", "set_storage_scope", "set
 
 @pytest.fixture(scope="module")
 def engine():
-    return Engine()
+    return Enumerator()
 
 
 MM = ("B^{4}_{tx=0}L^{8}_{a=0}L^{6}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];",
@@ -118,7 +118,7 @@ def test_whole_copy_only_where_the_box_copy_cannot(engine):
     whole-tensor copy, which verifies bit for bit (an exact comparison reads it)."""
     assert {n.provenances[0].rule for n in _neigh(engine, prog(*MM), "layout_transformation")} == \
         {"layout_transformation/transpose"}
-    from engine.ast import TensorDecl as T
+    from engine.leir.ast import TensorDecl as T
     p = make_program("argmax", (T("A", "f32", (4, 6, 5)),), (T("C", "i64", (4, 5)),), parse_body(
         "B^{4}_{tx=0}L^{6}_{a=0}L^{5}_{c=0}[D^{f32,g}_{tx,c}=max(D^{f32,g}_{tx,c},A^{f32,g}_{tx,a,c});C^{i64,g}_{tx,c}=0;];"
         "B^{4}_{tx=0}L^{6}_{a=0}L^{5}_{c=0}[C^{i64,g}_{tx,c}=if_then_else(A^{f32,g}_{tx,a,c}>=D^{f32,g}_{tx,c},a,C^{i64,g}_{tx,c});];"))
@@ -173,7 +173,7 @@ def _scope_exception(p) -> bool:
     top-level statements (the reference's s/l buffer would be written in one kernel and read in
     another, which lowering/tir.py can only allocate as global memory), or its one statement does
     not index it by every bound loop the allocation sits under (threads would race on it)."""
-    from engine.facts import _refs4a, _scope_ok
+    from engine.rewrite.analyses.memory import _refs4a, _scope_ok
     inter = [b.name for b in p.info.buffers.values() if b.role == "intermediate"]
     users = {x: [i for i, n in enumerate(p.body) if any(r.name == x for r in _refs4a(n))] for x in inter}
     return bool(inter) and all(len(users[x]) > 1 or
@@ -185,13 +185,13 @@ def _size_exception(p, monkeypatch) -> bool:
     """Every cache copy of p that the rules could place is refused by the memory limit alone: with
     the limits lifted, cache_read_write has neighbours, and the TIR lowering allocates a local
     array above LOCAL_BYTES_PER_THREAD (or a shared one above SHARED_BYTES_PER_BLOCK) in each."""
-    import engine.facts
-    from engine.semantics import LOCAL_BYTES_PER_THREAD, SHARED_BYTES_PER_BLOCK
+    import engine.rewrite.analyses.memory
+    from engine.leir.semantics import LOCAL_BYTES_PER_THREAD, SHARED_BYTES_PER_BLOCK
     from test_scope_lowering import scoped_bytes
     with monkeypatch.context() as m:
-        m.setattr(engine.facts, "LOCAL_BYTES_PER_THREAD", 2 ** 62)
-        m.setattr(engine.facts, "SHARED_BYTES_PER_BLOCK", 2 ** 62)
-        nbs = Engine(strategies=["cache_read_write"]).enumerate(p).neighbours
+        m.setattr(engine.rewrite.analyses.memory, "LOCAL_BYTES_PER_THREAD", 2 ** 62)
+        m.setattr(engine.rewrite.analyses.memory, "SHARED_BYTES_PER_BLOCK", 2 ** 62)
+        nbs = Enumerator(strategies=["cache_read_write"]).enumerate(p).neighbours
     limit = {"local": LOCAL_BYTES_PER_THREAD, "shared": SHARED_BYTES_PER_BLOCK}
     return bool(nbs) and all(any(n > limit[sc] for sc, n in scoped_bytes(nb.program)) for nb in nbs)
 
@@ -200,7 +200,7 @@ def test_corpus_neighbours_are_valid_and_cover_the_reference(engine, monkeypatch
     """Every (program, memory strategy) pair of reference_coverage.jsonl is matched; the only
     misses are set_storage_scope pairs, each checked to be an S18 (b) rejection, and
     cache_read_write pairs whose every in-statement copy exceeds a thread's local memory."""
-    from engine.files import load_programs
+    from engine.leir.files import load_programs
     progs = {p.name: p for p in load_programs(CORPUS)}
     cov = [json.loads(l) for l in open(SHARED / "corpus" / "reference_coverage.jsonl")]
     missing, pairs = [], 0

@@ -6,17 +6,17 @@ tests pin the operator block independently of the other strategy files.
 
 import pytest
 
-from engine.enumerate import Engine
-from engine.parser import parse_body
-from engine.program import make_program
-from engine.ast import TensorDecl
+from engine.rewrite.enumerate import Enumerator
+from engine.leir.parser import parse_body
+from engine.leir.program import make_program
+from engine.leir.ast import TensorDecl
 from rulekit import operator_rules_dir
 
 
 @pytest.fixture(scope="module")
 def eng(tmp_path_factory):
     d = operator_rules_dir(tmp_path_factory)
-    return Engine(d)
+    return Enumerator(d)
 
 
 def prog(leir, inputs, outputs):

@@ -15,9 +15,9 @@ import re
 import pytest
 
 from conftest import SHARED, corpus_records
-from engine.files import program_from_json
-from engine.parser import parse_body
-from engine.program import make_program
+from engine.leir.files import program_from_json
+from engine.leir.parser import parse_body
+from engine.leir.program import make_program
 from rulekit import engine_for, prog_f32 as prog
 
 CORPUS = SHARED / "corpus"

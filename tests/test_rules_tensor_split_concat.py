@@ -8,10 +8,10 @@ import json
 import pytest
 
 from conftest import SHARED, corpus_records
-from engine.enumerate import Engine
-from engine.files import program_from_json
-from engine.parser import parse_body
-from engine.program import make_program
+from engine.rewrite.enumerate import Enumerator
+from engine.leir.files import program_from_json
+from engine.leir.parser import parse_body
+from engine.leir.program import make_program
 from rulekit import assert_all_equal, prog, stratified
 from test_rules_graph import shrink
 
@@ -22,7 +22,7 @@ F = "f32"
 
 @pytest.fixture(scope="module")
 def engine():
-    return Engine()
+    return Enumerator()
 
 
 def variants(engine, p, strategy) -> dict:
@@ -285,12 +285,12 @@ def test_log_log_is_a_documented_exception(corpus_neighbours):
     s, t = p.body[0], p.body[1]
     differ = [l1.var for l1, l2 in zip(s.loops, t.loops) if l1.extent != l2.extent]
     assert differ == ["a", "c"]
-    from engine.facts_tensor import concat_axes
+    from engine.rewrite.analyses.tensor import concat_axes
     assert concat_axes(s, t, {n: b.shape for n, b in p.info.buffers.items()}) == []
 
 
 def test_enumeration_is_deterministic(engine, corpus_neighbours):
-    fresh = Engine()
+    fresh = Enumerator()
     for name in sorted(corpus_neighbours)[:20]:
         p, by = corpus_neighbours[name]
         for s, res in by.items():

@@ -30,8 +30,8 @@ BOUND_PER_PROGRAM = 2  # blockIdx-bound programs (loop_binding/block neighbours)
 
 @functools.lru_cache(maxsize=None)
 def _engine(*strategies):
-    from engine.enumerate import Engine
-    return Engine(strategies=list(strategies))
+    from engine.rewrite.enumerate import Enumerator
+    return Enumerator(strategies=list(strategies))
 
 
 def scopes(program) -> set[str]:
@@ -101,7 +101,7 @@ def scoped_bytes(program) -> list[tuple[str, int]]:
 def cuda_failure(nb) -> str | None:
     """None if the neighbour builds to CUDA source with its shared buffers __shared__ and every
     kernel's shared / local arrays within the block / thread limit."""
-    from engine.semantics import LOCAL_BYTES_PER_THREAD, SHARED_BYTES_PER_BLOCK
+    from engine.leir.semantics import LOCAL_BYTES_PER_THREAD, SHARED_BYTES_PER_BLOCK
     from lowering.errors import LoweringError
     from lowering.tir import cuda_source
     try:
@@ -246,7 +246,7 @@ def test_shared_slice_up_to_a_block_of_shared_memory(tvm, dt, n):
     """48 KiB per block (engine/semantics.py SHARED_BYTES_PER_BLOCK, ptxas's static limit): E's
     slice of exactly n elements of dt gets its shared neighbour, which builds with 49152 bytes
     of __shared__ arrays; one element more (ptxas: "uses too much shared data") leaves only l."""
-    from engine.semantics import SHARED_BYTES_PER_BLOCK
+    from engine.leir.semantics import SHARED_BYTES_PER_BLOCK
     assert SHARED_BYTES_PER_BLOCK == 48 * 1024
     assert scope_rules(fused(n, dt), "E") == ["l", "s"]
     assert scope_rules(fused(n + 1, dt), "E") == ["l"]
@@ -289,7 +289,7 @@ def test_local_slice_up_to_a_thread_of_local_memory(tvm):
     """512 KiB per thread (LOCAL_BYTES_PER_THREAD, the documented per-thread maximum; ptxas accepts
     more, so only the guard stops it): 131072 floats per thread get the local neighbour, which
     builds with a 524288-byte array; 131073 get none."""
-    from engine.semantics import LOCAL_BYTES_PER_THREAD
+    from engine.leir.semantics import LOCAL_BYTES_PER_THREAD
     assert LOCAL_BYTES_PER_THREAD == 512 * 1024
     assert scope_rules(fused(131072, tag="tx"), "E") == ["l"]
     assert scope_rules(fused(131073, tag="tx"), "E") == []
@@ -302,7 +302,7 @@ def test_local_slice_up_to_a_thread_of_local_memory(tvm):
 
 @functools.lru_cache(maxsize=None)
 def corpus_programs() -> tuple:
-    from engine.files import program_from_json
+    from engine.leir.files import program_from_json
     return tuple(program_from_json(r) for r in corpus_records())
 
 

@@ -2,11 +2,11 @@
 import pytest
 
 from conftest import corpus_records
-from engine.ast import Equation, TensorDecl
-from engine.diagnostics import LeirError
-from engine.files import parse_leir_file, program_from_json
-from engine.parser import parse_body
-from engine.program import make_program
+from engine.leir.ast import Equation, TensorDecl
+from engine.leir.diagnostics import LeirError
+from engine.leir.files import parse_leir_file, program_from_json
+from engine.leir.parser import parse_body
+from engine.leir.program import make_program
 
 RECORDS = corpus_records()
 

@@ -2,9 +2,9 @@
 import egglog.bindings as b
 import pytest
 
-from engine.enumerate import Engine
-from engine.files import load_programs
-from engine.strata import strata
+from engine.rewrite.enumerate import Enumerator
+from engine.leir.files import load_programs
+from engine.rewrite.strata import strata
 
 from conftest import CORPUS
 
@@ -48,7 +48,7 @@ def test_stratified_engine_lists_the_same_neighbours():
     """Every corpus program of a deterministic spread: identical neighbours (text, provenance)
     under the stratified schedule and under one saturated analysis ruleset."""
     progs = load_programs(CORPUS)[::9]
-    fast, plain = Engine(), Engine(stratified=False)
+    fast, plain = Enumerator(), Enumerator(stratified=False)
     for p in progs:
         a = [(nb.leir, [q.to_json() for q in nb.provenances]) for nb in fast.enumerate(p).neighbours]
         c = [(nb.leir, [q.to_json() for q in nb.provenances]) for nb in plain.enumerate(p).neighbours]
@@ -59,12 +59,12 @@ def test_stratified_engine_lists_the_same_neighbours():
 @pytest.mark.skipif(not CORPUS.exists(), reason="needs ../shared/corpus")
 def test_an_engine_loading_some_strategies_lists_what_the_full_engine_does():
     """A dedicated engine inserts only the facts its rules read; that must change nothing."""
-    from engine.rulebook import SPEC_STRATEGIES
-    full = Engine()
+    from engine.rewrite.rulebook import SPEC_STRATEGIES
+    full = Enumerator()
     for chosen in ([s.name for s in full.book.strategies if s.category in ("graph", "operator")
                     and s.name in SPEC_STRATEGIES],
                    ["loop_binding", "cache_read_write", "online_softmax"]):
-        some = Engine(strategies=chosen)
+        some = Enumerator(strategies=chosen)
         assert len(some._queried) < len(full._queried)
         for p in load_programs(CORPUS)[::11]:
             a = [(nb.leir, [q.to_json() for q in nb.provenances]) for nb in some.enumerate(p, chosen).neighbours]
@@ -79,9 +79,9 @@ def test_facts_kept_between_queries_do_not_depend_on_history():
     progs = load_programs(CORPUS)
     target = next(p for p in progs if p.name == "Standard_matrix_multiplication")
     others = progs[::7]
-    fresh = Engine(strategies=["loop_split", "loop_tiling", "tensor_split_to_decouple_operators"])
+    fresh = Enumerator(strategies=["loop_split", "loop_tiling", "tensor_split_to_decouple_operators"])
     first = [nb.leir for nb in fresh.enumerate(target).neighbours]
-    used = Engine(strategies=["loop_split", "loop_tiling", "tensor_split_to_decouple_operators"])
+    used = Enumerator(strategies=["loop_split", "loop_tiling", "tensor_split_to_decouple_operators"])
     for p in others:
         used.enumerate(p)
     assert len(used._static) > len(fresh._static)

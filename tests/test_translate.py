@@ -18,16 +18,16 @@ F = torch.nn.functional
 from dataset.translate import translate  # noqa: E402
 from dataset.translate.verify import verify_translation  # noqa: E402
 from dataset.workloads import instantiate, registry  # noqa: E402
-from engine.diagnostics import LeirError  # noqa: E402
-from engine.parser import parse_body  # noqa: E402
-from engine.printer import body_to_str  # noqa: E402
+from engine.leir.diagnostics import LeirError  # noqa: E402
+from engine.leir.parser import parse_body  # noqa: E402
+from engine.leir.printer import body_to_str  # noqa: E402
 
 def canonical(leir: str) -> list[str]:
     """Statements with tensors renamed by first appearance and loop variables per statement."""
     from dataclasses import replace
 
     from dataset.translate.emitter import loop_name, tensor_name
-    from engine.ast import Loop, Nest, Var, transform
+    from engine.leir.ast import Loop, Nest, Var, transform
 
     def rename_loops(nest: Nest, lmap: dict) -> Nest:
         lmap = dict(lmap)
@@ -267,7 +267,7 @@ def _cli(*args):
 
 
 def test_cli_writes_leir_file_with_overrides_and_dtype(tmp_path):
-    from engine.files import load_programs
+    from engine.leir.files import load_programs
     src = tmp_path / "ln_softmax.py"
     src.write_text(KB)
     out = tmp_path / "p.leir"

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from engine.diagnostics import LeirError
-from engine.files import program_from_json
+from engine.leir.diagnostics import LeirError
+from engine.leir.files import program_from_json
 from lowering.verify import K_STRICT, compare, reduction_length, verify
 
 

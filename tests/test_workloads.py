@@ -43,7 +43,7 @@ def test_instances_are_deterministic_and_run():
 
 def test_every_type_translates_at_test_shapes():
     from dataset.translate import translate
-    from engine.diagnostics import LeirError
+    from engine.leir.diagnostics import LeirError
     failed = []
     for name, w in sorted(registry().items()):
         inst = instantiate(w, w.test_shapes, "f32")

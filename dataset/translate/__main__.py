@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the verification inputs (default 0)")
     args = ap.parse_args(argv)
 
-    from engine.files import write_atomic
+    from engine.leir.files import write_atomic
     from .graph import translate
     from .kernelbench import load, parse_override
     overrides = dict(parse_override(s) for s in args.sets)
@@ -55,5 +55,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from engine.cli import run_cli
+    from engine.leir.cli import run_cli
     sys.exit(run_cli(main))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from engine.ast import Equation, Loop, Nest, Ref, Var
+from engine.leir.ast import Equation, Loop, Nest, Ref, Var
 
 from .expr import E, ast
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Union
 
-from engine.ast import BinOp, Call, Compare, Num, Unary, Var
+from engine.leir.ast import BinOp, Call, Compare, Num, Unary, Var
 
 Number = Union[int, float, bool]
 

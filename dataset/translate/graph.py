@@ -16,9 +16,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from engine.ast import TensorDecl
-from engine.diagnostics import LeirError
-from engine.program import Program, make_program
+from engine.leir.ast import TensorDecl
+from engine.leir.diagnostics import LeirError
+from engine.leir.program import Program, make_program
 
 from .emitter import Emitter, TensorVal
 
@@ -491,7 +491,7 @@ class _StackedPiece:
 
 
 def _read_names(body) -> set[str]:
-    from engine.ast import equations, refs
+    from engine.leir.ast import equations, refs
     out: set[str] = set()
     for _, eq in equations(body):
         for r in refs(eq.rhs):

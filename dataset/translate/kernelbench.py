@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from engine.diagnostics import LeirError
+from engine.leir.diagnostics import LeirError
 
 DTYPE_NAMES = {"f16": "float16", "float16": "float16", "half": "float16",
                "f32": "float32", "float32": "float32", "float": "float32",

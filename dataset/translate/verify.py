@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from engine.diagnostics import LeirError
+from engine.leir.diagnostics import LeirError
 
 from .graph import Translation, to_numpy
 

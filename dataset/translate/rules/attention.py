@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from engine.ast import BinOp
+from engine.leir.ast import BinOp
 
 from ..emitter import TensorVal
 from ..expr import E, ite, lit

@@ -8,7 +8,7 @@ the direct convolution with the flipped kernel.
 """
 from __future__ import annotations
 
-from engine.ast import BinOp
+from engine.leir.ast import BinOp
 
 from ..emitter import TensorVal
 from ..expr import E, between, conj, iadd, imul, isub, ite, lit

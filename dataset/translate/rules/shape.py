@@ -7,7 +7,7 @@ over the input and permute the written subscript.
 """
 from __future__ import annotations
 
-from engine.ast import BinOp
+from engine.leir.ast import BinOp
 
 from ..emitter import TensorVal
 from ..expr import between, conj, iadd, imul, isub, ite, linear, lit

@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .ast import Nest, TensorDecl
-from .printer import body_to_str
-from .semantics import ProgramInfo, analyze
+from engine.leir.ast import Nest, TensorDecl
+from engine.leir.printer import body_to_str, item_to_str
+from engine.leir.semantics import ProgramInfo, analyze
 
 
 @dataclass(frozen=True)
@@ -46,12 +46,21 @@ class Program:
         return make_program(self.name, self.inputs, self.outputs, body, check_inits=check_inits)
 
     def to_json(self) -> dict:
-        from .files import program_to_json
-        return program_to_json(self)
+        """The corpus JSON record ``{name, inputs, outputs, leir}``."""
+        decl = lambda d: {"name": d.name, "dtype": d.dtype, "shape": list(d.shape)}  # noqa: E731
+        return {"name": self.name, "inputs": [decl(d) for d in self.inputs],
+                "outputs": [decl(d) for d in self.outputs], "leir": self.to_leir()}
 
     def to_leir_file(self) -> str:
-        from .files import program_to_leir_file
-        return program_to_leir_file(self)
+        """The ``.leir`` file text: header, then one canonical top-level statement per line."""
+        shape = lambda s: "[" + ", ".join(str(n) for n in s) + "]"  # noqa: E731
+        lines = [f"program {self.name}"]
+        width = max(len(d.name) for d in self.known)
+        lines += [f"input  {d.name:<{width}} {d.dtype}{shape(d.shape)}" for d in self.inputs]
+        lines += [f"output {d.name:<{width}} {d.dtype}{shape(d.shape)}" for d in self.outputs]
+        lines.append("")
+        lines += [item_to_str(n) for n in self.body]
+        return "\n".join(lines) + "\n"
 
 
 def make_program(name: str, inputs, outputs, body, check_inits: bool = False) -> Program:

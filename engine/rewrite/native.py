@@ -12,7 +12,7 @@ neighbour of a corpus sample with pure rule evaluation (``ComputeRules(shortcuts
 """
 from __future__ import annotations
 
-from .compute import TERM_ARGS, Unsupported
+from engine.rewrite.schema import TERM_ARGS, Unsupported
 
 
 def substitute(ev, k: int, v: str, r: int) -> int:

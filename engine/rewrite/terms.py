@@ -17,32 +17,11 @@ from typing import Any
 
 import egglog.bindings as b
 
-from .ast import BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, Unary, Var
+from engine.leir.ast import BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, Unary, Var
+from engine.rewrite.schema import SIGNATURES, Unsupported
 
 SP = b.PanicSpan()
 
-# constructor -> (sort, argument kinds); "S" string, "I" i64, otherwise a sort name
-SIGNATURES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "Num": ("Expr", ("S",)),
-    "Var": ("Expr", ("S",)),
-    "Ref": ("Expr", ("S", "S", "S", "Exprs")),
-    "Un": ("Expr", ("S", "Expr")),
-    "Bin": ("Expr", ("S", "Expr", "Expr")),
-    "Cmp": ("Expr", ("S", "Exprs")),
-    "Call": ("Expr", ("S", "Exprs")),
-    "ENil": ("Exprs", ()),
-    "ECons": ("Exprs", ("Expr", "Exprs")),
-    "Lp": ("Loop", ("S", "S", "I")),
-    "LNil": ("Loops", ()),
-    "LCons": ("Loops", ("Loop", "Loops")),
-    "Eqn": ("Item", ("Expr", "Expr", "S")),
-    "Nest": ("Item", ("Loops", "Items")),
-    "INil": ("Items", ()),
-    "ICons": ("Items", ("Item", "Items")),
-    "PNil": ("Params", ()),
-    "PStr": ("Params", ("S", "S", "Params")),
-    "PInt": ("Params", ("S", "I", "Params")),
-}
 
 
 _LITS: dict = {}
@@ -272,7 +251,7 @@ class Decoder:
         names = list(SIGNATURES)
         self.ev = None
         if compute is not None:
-            from .compute import Evaluator
+            from engine.rewrite.compute import Evaluator
             self.ev = Evaluator(compute, interner, self._lookup)
             for name, (sorts, _) in compute.helpers.items():
                 self.kinds[name] = tuple(compute.kind(s) for s in sorts)
@@ -314,7 +293,6 @@ class Decoder:
         return got
 
     def _lookup_uncached(self, name: str, args: tuple):
-        from .compute import Unsupported
         sorts, out = self._functions[name]
         vals = []
         for s, a in zip(sorts, args):
@@ -348,7 +326,6 @@ class Decoder:
             return self._set(v)
         if kind == "key":
             return self._keys[v]
-        from .compute import Unsupported
         raise Unsupported("helper argument of an unsupported sort")
 
     def prim(self, kind: str, v):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .ast import BinOp, Call, Compare, Num, Ref, Unary, Var
+from engine.leir.ast import BinOp, Call, Compare, Num, Ref, Unary, Var
 
 Interval = tuple[int, int]
 Env = dict[str, Interval]

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from .ast import (DTYPES, BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, TensorDecl, Unary,
+from engine.leir.ast import (DTYPES, BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, TensorDecl, Unary,
                   Var, equations, loop_vars, walk)
-from .diagnostics import LeirError
-from .intervals import Env, Interval, NotAffine, interval, refine
-from .printer import expr_to_str, ref_to_str
+from engine.leir.diagnostics import LeirError
+from engine.leir.intervals import Env, Interval, NotAffine, interval, refine
+from engine.leir.printer import expr_to_str, ref_to_str
 
 INTEGER_DTYPES = {"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool"}
 

@@ -20,12 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .rulebook import read_sexps
-from .terms import SIGNATURES
-
-
-class Unsupported(Exception):
-    """A helper application this evaluator cannot decide; fall back to egglog's compute."""
+from engine.rewrite.rulebook import read_sexps
+from engine.rewrite.schema import SIGNATURES, TERM_ARGS, Unsupported
 
 
 @dataclass(frozen=True)
@@ -98,7 +94,7 @@ class ComputeRules:
         self._compile()
         self.generated = _generate(self)
         if shortcuts:                      # generated helpers call each other through this table
-            from .native import NATIVE
+            from engine.rewrite.native import NATIVE
             self.generated.update({n: f for n, f in NATIVE.items() if n in self.generated and n not in self.opaque})
 
     # -- loading
@@ -228,10 +224,6 @@ class Evaluator:
 
 _EMPTY = frozenset()
 _NONE = (_EMPTY, _EMPTY)
-# schema constructor -> positions (1-based, in its interned key) of its term arguments
-TERM_ARGS = {name: tuple(i + 1 for i, k in enumerate(kinds) if k not in ("S", "I"))
-              for name, (_, kinds) in SIGNATURES.items()}
-
 # Name-keyed structural maps of the helper library: every compute rule of these helpers
 # rebuilds the constructor it matched with the helper applied to the children, except on
 # the trigger (a (Var v) for the Sub* family, a (Ref X ...) for the tensor maps), where v / X

@@ -9,9 +9,8 @@ queries cannot state. Everything else (the cut points, the rewrite itself) stays
 """
 from __future__ import annotations
 
-from .ast import BinOp, Call, Compare, Equation, Nest, Num, Ref, Unary, Var, refs
-from .facts import reduce_op
-from .intervals import NotAffine, interval
+from engine.leir.ast import BinOp, Call, Compare, Equation, Num, Ref, Unary, Var, refs
+from engine.rewrite.analyses.common import in_bounds, reduce_op
 
 LIMIT = 2 ** 31
 THREAD_LIMIT = {"tx": 1024, "ty": 1024, "tz": 64}
@@ -57,23 +56,6 @@ def moved_reads(e, v: str) -> list[Ref]:
     for c in _children(e):
         out.extend(moved_reads(c, v))
     return out
-
-
-def _in_bounds(r: Ref, env: dict, shapes: dict) -> bool:
-    shape = shapes.get(r.name)
-    if shape is None or len(shape) != len(r.index):
-        return False
-    for entry, n in zip(r.index, shape):
-        try:
-            iv = interval(entry, env)
-        except (NotAffine, KeyError, ZeroDivisionError):
-            return False
-        if iv is None or iv[0] < 0 or iv[1] >= n:
-            return False
-        for q in refs(entry):  # a read inside an index is copied too: it must be in bounds
-            if q is not entry and not _in_bounds(q, env, shapes):
-                return False
-    return True
 
 
 def _size(vs: set, extents: dict) -> int:
@@ -136,7 +118,7 @@ def split_axes(nest, shapes: dict) -> list[tuple[str, str]]:
         reads = moved_reads(e, v)
         if not reads:
             continue
-        if all(_in_bounds(r, env, shapes) and _size(_vars(r), extents) < LIMIT for r in reads):
+        if all(in_bounds(r, env, shapes) and _size(_vars(r), extents) < LIMIT for r in reads):
             out.append((v, kind))
     return out
 
@@ -220,7 +202,7 @@ def concat_axes(s, t, shapes: dict) -> list[str]:
         env2 = {l.var: (0, l.extent - 1) for l in t.loops}
         if not _hw_ok(s.loops, v, joined):
             continue
-        if not all(_in_bounds(r1, env1, shapes) and _in_bounds(r2, env2, shapes) and
+        if not all(in_bounds(r1, env1, shapes) and in_bounds(r2, env2, shapes) and
                    _size(_vars(r1), ext) < LIMIT for r1, r2 in pairs):
             continue
         out.append(v)

@@ -28,9 +28,9 @@ from pathlib import Path
 def _rules_dir() -> Path:
     """The project's rules: package data of ``engine.rules`` when installed from a wheel, the
     top-level rules/ directory of the source tree otherwise (a checkout, an editable install)."""
-    here = Path(__file__).resolve().parent
-    installed = here / "rules"
-    return installed if (installed / "leir.egg").is_file() else here.parent / "rules"
+    package = Path(__file__).resolve().parent.parent          # engine/
+    installed = package / "rules"
+    return installed if (installed / "leir.egg").is_file() else package.parent / "rules"
 
 
 RULES_DIR = _rules_dir()
@@ -317,7 +317,7 @@ def rule_files(path: str | Path | None = None) -> list[Path]:
         d = d.parent
     schema = d / SCHEMA_FILE
     if not schema.is_file():
-        from .diagnostics import LeirError
+        from engine.leir.diagnostics import LeirError
         hint = " (the installation lacks its rule files: reinstall it, or pass --rules DIR)" if path is None else ""
         raise LeirError(f"no rule schema {SCHEMA_FILE} in {d}{hint}", file=str(d))
     others = sorted(p for p in d.glob("*.egg") if p.name != SCHEMA_FILE)

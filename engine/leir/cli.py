@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
-from .diagnostics import LeirError
+from engine.leir.diagnostics import LeirError
 
 EXIT_USER_ERROR = 2
 

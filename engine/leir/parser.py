@@ -12,9 +12,9 @@ from pathlib import Path
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
-from .ast import (DTYPES, FUNCTIONS, SCOPES, BinOp, Call, Compare, Equation, Loop, Nest, Num, Pos,
+from engine.leir.ast import (DTYPES, FUNCTIONS, SCOPES, BinOp, Call, Compare, Equation, Loop, Nest, Num, Pos,
                   Ref, Unary, Var)
-from .diagnostics import LeirError
+from engine.leir.diagnostics import LeirError
 
 RESERVED_INITIALS = "LPVBUT"
 

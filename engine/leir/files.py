@@ -20,10 +20,10 @@ import json
 import re
 from pathlib import Path
 
-from .ast import DTYPES, Pos, TensorDecl
-from .diagnostics import LeirError
-from .parser import parse_body
-from .program import Program, make_program
+from engine.leir.ast import DTYPES, Pos, TensorDecl
+from engine.leir.diagnostics import LeirError
+from engine.leir.parser import parse_body
+from engine.leir.program import Program, make_program
 
 _HEADER = re.compile(r"^(?P<kw>[a-z]+)\b(?P<rest>.*)$")
 _DECL = re.compile(r"^\s+(?P<name>[A-Za-z][A-Za-z0-9_]*)\s*:?\s*(?P<dtype>[a-z][a-z0-9]*)\s*"
@@ -254,13 +254,48 @@ def read_text(path: str | Path) -> str:
     return text
 
 
+PROGRAM_SUFFIXES = (".leir", ".json", ".jsonl")
+
+
 def load_programs(path: str | Path) -> list[Program]:
-    """Every program in a ``.leir``, ``.json`` or ``.jsonl`` file (``LeirError`` when invalid)."""
+    """Every program in a ``.leir``, ``.json`` or ``.jsonl`` file, or in every such file of a
+    folder (sorted by name, not recursive). ``LeirError`` when a file is invalid."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix in PROGRAM_SUFFIXES and f.is_file())
+        if not files:
+            raise LeirError(f"no program files ({', '.join(PROGRAM_SUFFIXES)}) in this folder", file=str(path))
+        return [q for f in files for q in load_programs(f)]
     name = str(path)
-    text = read_text(path)
-    if name.endswith((".json", ".jsonl")):
-        return parse_json_text(text, name)
-    return [parse_leir_file(text, name)]
+    return parse_program(read_text(path), filename=name, many=True)
+
+
+def parse_program(text: str, filename: str = "<input>", *, name: str | None = None, inputs=None, outputs=None,
+                  many: bool = False):
+    """A program from text: a ``.leir`` file (header and body), a JSON record (or, for
+    ``.json`` / ``.jsonl`` names and text starting with ``{`` or ``[``, records), or, with
+    ``inputs`` and ``outputs`` given (``TensorDecl`` or ``{name, dtype, shape}``), a bare body
+    named ``name``. ``many``: a list of every program the text holds."""
+    if inputs is not None or outputs is not None:
+        decls = [_as_decl(d) for d in inputs or ()], [_as_decl(d) for d in outputs or ()]
+        try:
+            prog = make_program(name or "program", decls[0], decls[1], parse_body(text))
+        except LeirError as e:
+            raise e.located(filename, text) from None
+        return [prog] if many else prog
+    if filename.endswith((".json", ".jsonl")) or text.lstrip()[:1] in ("{", "["):
+        progs = parse_json_text(text, filename)
+    else:
+        progs = [parse_leir_file(text, filename)]
+    return progs if many else progs[0]
+
+
+def _as_decl(d) -> TensorDecl:
+    if isinstance(d, TensorDecl):
+        return d
+    if isinstance(d, dict):
+        return _json_decls({"d": [d]}, "d", 1)[0]
+    raise LeirError(f"a tensor declaration must be a TensorDecl or a {{name, dtype, shape}} object, got {d!r}")
 
 
 def load_program(path: str | Path, name: str | None = None) -> Program:
@@ -277,29 +312,6 @@ def load_program(path: str | Path, name: str | None = None) -> Program:
 
 
 # --------------------------------------------------------------------------- writers
-
-
-def _shape_str(shape) -> str:
-    return "[" + ", ".join(str(s) for s in shape) + "]"
-
-
-def program_to_leir_file(p: Program) -> str:
-    """The ``.leir`` file text: header, then one canonical top-level statement per line."""
-    from .printer import item_to_str
-    lines = [f"program {p.name}"]
-    width = max(len(d.name) for d in p.known)
-    lines += [f"input  {d.name:<{width}} {d.dtype}{_shape_str(d.shape)}" for d in p.inputs]
-    lines += [f"output {d.name:<{width}} {d.dtype}{_shape_str(d.shape)}" for d in p.outputs]
-    lines.append("")
-    lines += [item_to_str(n) for n in p.body]
-    return "\n".join(lines) + "\n"
-
-
-def program_to_json(p: Program) -> dict:
-    """The corpus JSON record of a program."""
-    decl = lambda d: {"name": d.name, "dtype": d.dtype, "shape": list(d.shape)}  # noqa: E731
-    return {"name": p.name, "inputs": [decl(d) for d in p.inputs],
-            "outputs": [decl(d) for d in p.outputs], "leir": p.to_leir()}
 
 
 def write_atomic(path: str | Path, text: str) -> None:

@@ -5,7 +5,7 @@ requires are added, so every AST prints to text that parses back to an equal AST
 """
 from __future__ import annotations
 
-from .ast import BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, Unary, Var
+from engine.leir.ast import BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, Unary, Var
 
 # Binding strength of each construct (higher binds tighter); mirrors leir.lark.
 _PREC_OR, _PREC_AND, _PREC_CMP, _PREC_ADD, _PREC_MUL, _PREC_UNARY, _PREC_POW, _PREC_ATOM = range(1, 9)

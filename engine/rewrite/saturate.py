@@ -31,6 +31,7 @@ class Exploration:
     stop_reason: str = "saturated"
     found: str | None = None
     elapsed_s: float = 0.0
+    invalid: int = 0          # rule results that failed re-analysis (rule bugs), left out
 
     @property
     def nodes(self) -> int:
@@ -70,7 +71,8 @@ def explore(engine, program, limits: Limits = Limits(), target: str | None = Non
             if _rss_mib() > limits.memory_mib:
                 ex.stop_reason = "memory"
                 break
-            res = engine.enumerate(programs[text], strategies, categories)
+            res = engine.enumerate(programs[text], strategies, categories, validate=True)
+            ex.invalid += len(res.invalid)
             for nb in res.neighbours:
                 t = nb.leir
                 if t == start or t in ex.parents:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .ast import BinOp, Num, Unary, Var
+from engine.leir.ast import BinOp, Num, Unary, Var
 
 
 def affine(e, extents) -> dict | None:

@@ -8,9 +8,9 @@ around the single writer), so hash-consed duplicates get the same answer.
 """
 from __future__ import annotations
 
-from .ast import Compare, Equation, Nest, Ref, Var, refs, walk
-from .affine import affine, radix_vars
-from .facts import reduce_op
+from engine.leir.ast import Compare, Equation, Nest, Ref, Var, refs, walk
+from engine.leir.affine import affine, radix_vars
+from engine.rewrite.analyses.common import reduce_op
 
 
 def _accesses(items, outer: tuple):
@@ -187,8 +187,6 @@ def graph_facts(program, enc, per_key: dict, pair: list) -> None:
     for i in _inline_producers(program):
         per_key[enc.path_key[(i,)]].add(("InlineProducer",))
     reorder_facts(program, enc, pair)
-    from .facts_tensor import tensor_facts  # S5/S6: tensor concat / split (engine/facts_tensor.py)
-    tensor_facts(program, enc, per_key, pair)
 
 
 def _range(entry, extents) -> tuple[int, int] | None:

@@ -1,0 +1,95 @@
+"""``python -m engine.apply PROG --step STEP.json`` (one step) or ``--steps TRAJ.jsonl`` (a
+trajectory: each step applied to the previous result): prints the resulting canonical LEIR on
+one line, or its step record with ``--json``, or writes a program file with ``-o FILE``.
+
+A step is a record of ``python -m engine.enumerate --json`` (or any object with ``rule``,
+``site`` and ``params``). A step that does not apply is reported with what did not match,
+exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from engine.leir.cli import run_cli
+from engine.leir.diagnostics import LeirError
+from engine.leir.files import load_program, read_text, write_atomic
+from engine.rewrite.engine import Engine, StepError
+from engine.rewrite.steps import Step
+
+
+def read_steps(path: str, many: bool) -> list[tuple[int, dict]]:
+    """(line, record) of each step in a JSON file (one object) or a JSON-lines file."""
+    text = read_text(path)
+    if not many:
+        try:
+            rec = json.loads(text)
+        except json.JSONDecodeError as ex:
+            raise LeirError(f"invalid JSON: {ex.msg}", ex.lineno, ex.colno, file=path) from None
+        if isinstance(rec, list):
+            raise LeirError("--step takes one step object; use --steps for a list", 1, 1, file=path)
+        return [(1, rec)]
+    out = []
+    stripped = text.lstrip()
+    if stripped.startswith("["):          # a JSON list of steps is accepted too
+        try:
+            recs = json.loads(text)
+        except json.JSONDecodeError as ex:
+            raise LeirError(f"invalid JSON: {ex.msg}", ex.lineno, ex.colno, file=path) from None
+        return [(1, r) for r in recs]
+    for i, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((i, json.loads(line)))
+        except json.JSONDecodeError as ex:
+            raise LeirError(f"invalid JSON: {ex.msg}", i, ex.colno, file=path, source=text) from None
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m engine.apply", description=__doc__.splitlines()[0])
+    ap.add_argument("program", help=".leir, .json or .jsonl program file")
+    ap.add_argument("--name", help="program name inside a multi-program file")
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--step", help="one step record (JSON)")
+    g.add_argument("--steps", help="a trajectory: one step record per line (JSON lines)")
+    ap.add_argument("--json", action="store_true", help="print the step record of the last step, result included")
+    ap.add_argument("-o", "--output", help="write the result as a program file (.leir, or .json)")
+    ap.add_argument("--rules", default=None, help="rules directory (default: the project's rules/)")
+    args = ap.parse_args(argv)
+    prog = load_program(args.program, args.name)
+    path = args.step or args.steps
+    records = read_steps(path, many=args.steps is not None)
+    if not records:
+        raise LeirError("no steps in this file", file=path)
+    engine = Engine(args.rules)
+    last = None
+    for line, rec in records:
+        try:
+            last = Step.from_json(rec)
+            prog = engine.apply(prog, last)
+        except StepError as e:
+            raise StepError(e.message, line, 1, file=path) from None
+        except LeirError as e:
+            if e.file is None:
+                e.file, e.line, e.col = path, line, 1
+            raise
+    if args.output:
+        out = Path(args.output)
+        text = json.dumps(prog.to_json()) + "\n" if out.suffix in (".json", ".jsonl") else prog.to_leir_file()
+        write_atomic(out, text)
+    if args.json:
+        rec = last.provenance()
+        rec["key"] = last.key
+        rec["leir"] = prog.to_leir()
+        print(json.dumps(rec))
+    elif not args.output:
+        print(prog.to_leir())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

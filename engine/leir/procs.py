@@ -1,0 +1,108 @@
+"""Worker processes that a crash, an out-of-memory kill or a hang cannot take the caller down
+with (shared plumbing, like ``engine.leir.cli``).
+
+A worker is a fresh interpreter running ``python -m MODULE FD`` whose module calls ``serve``
+with its request handlers; the two ends talk over a socket pair, one pickled request and one
+pickled answer at a time. Unlike ``multiprocessing``'s spawn, the caller's main script is never
+re-imported, so any script (or notebook) may start workers without a ``__main__`` guard.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from multiprocessing.connection import Connection
+from typing import Callable, Optional
+
+
+class WorkerFailed(Exception):
+    """The worker did not answer: ``reason`` is "timeout" or "crashed"."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+class WorkerProcess:
+    """One worker: ``call(request, timeout)`` returns its answer or raises ``WorkerFailed``
+    (the process is then gone; make a new one)."""
+
+    def __init__(self, module: str, args: tuple = (), env: Optional[dict] = None, stderr=None):
+        """``stderr``: where the worker's diagnostics go (None: this process's stderr; a path:
+        appended to that file)."""
+        parent, child = socket.socketpair()
+        fd = child.fileno()
+        err = open(stderr, "ab") if isinstance(stderr, (str, os.PathLike)) else stderr
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", module, str(fd), *map(str, args)],
+                                         pass_fds=(fd,), stdin=subprocess.DEVNULL, stderr=err, env=env)
+        finally:
+            if err is not stderr:
+                err.close()
+        child.close()
+        self._sock = parent
+        self.conn = Connection(os.dup(parent.fileno()))
+        parent.close()
+
+    def call(self, request, timeout: Optional[float] = None):
+        try:
+            self.conn.send(request)
+            if not self.conn.poll(timeout):
+                self.kill()
+                raise WorkerFailed("timeout", f"no answer within {timeout:g} s")
+            return self.conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            raise WorkerFailed("crashed", self._death()) from None
+
+    def _death(self) -> str:
+        try:
+            code = self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return "the worker stopped answering"
+        if code < 0:
+            try:
+                return f"the worker was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"the worker was killed by signal {-code}"
+        return f"the worker exited with status {code}"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+
+
+def serve(handler: Callable, argv: Optional[list] = None) -> None:
+    """The worker side: answer ``handler(request)`` for each request until the caller goes away.
+    Anything the handlers print goes to stderr; stdout is left alone."""
+    argv = sys.argv[1:] if argv is None else argv
+    conn = Connection(int(argv[0]))
+    sys.stdout = sys.stderr
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            answer = handler(request)
+        except MemoryError:
+            answer = ("oom", "the worker ran out of memory")
+        except Exception as e:          # a bug below us: report it and keep serving
+            answer = ("error", f"{type(e).__name__}: {e}")
+        try:
+            conn.send(answer)
+        except (BrokenPipeError, OSError):
+            return

@@ -1,0 +1,250 @@
+"""``python -m engine.lint rules/``: check rule files before they are loaded.
+
+Checks, each reported as ``file:line:col: error: message``:
+
+* the files load into egglog (syntax, types, unbound names), with egglog's own message;
+* strategy metadata: every key present, the strategy name, category and bucket as in the
+  spec's summary table, integer K/P/S, a known inverse (or ``none``), exactness
+  ``bitwise`` / ``reassociating``, a description; one block per strategy;
+* rule names: present, unique, ``<strategy>`` or ``<strategy>/<variant>``, in ruleset
+  ``step``, and the Step row the rule inserts names the rule itself;
+* unknown relations: every function a strategy rule uses is declared in some rule file;
+* unused guards: a pattern variable bound once and never used again (prefix it with ``_``
+  to mark it deliberately unused). Analysis relations no rule uses are warnings.
+
+Exit status 2 when there is an error, else 0.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from engine.rewrite.rulebook import (EXACTNESS, METADATA_KEYS, SCHEMA_FILE, SPEC_STRATEGIES, SExp, SExpError,
+                       load_rulebook, read_sexps)
+
+STEP_RELATIONS = ("Step", "StepItems", "StepExpr")
+# egglog primitives and action keywords that may appear in rules
+PRIMITIVES = {
+    "=", "!=", "<", ">", "<=", ">=", "+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>", "not", "and", "or",
+    "min", "max", "abs", "log2", "to-string", "to-i64", "to-f64", "from-string", "replace", "count-matches",
+    "let", "set", "union", "delete", "subsume", "panic", "extract", "bool-=", "bool-<", "bool->",
+    "vec-of", "vec-empty", "vec-push", "vec-get", "vec-length", "vec-contains", "vec-append", "vec-set",
+    "set-of", "set-empty", "set-insert", "set-contains", "set-not-contains", "set-union", "set-remove",
+    "set-length", "set-diff", "set-intersect", "map-empty", "map-insert", "map-get", "map-contains",
+    "map-not-contains", "map-remove", "map-length", "unstable-fn", "unstable-app", "str-len",
+}
+DECL_HEADS = {"relation", "function", "constructor", "sort", "datatype", "datatype*", "let"}
+
+
+class Report:
+    def __init__(self):
+        self.items: list[tuple[str, int, int, str, str]] = []
+
+    def error(self, file, line, col, msg):
+        self.items.append((str(file), line or 1, col or 1, "error", msg))
+
+    def warning(self, file, line, col, msg):
+        self.items.append((str(file), line or 1, col or 1, "warning", msg))
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for i in self.items if i[3] == "error")
+
+    def lines(self) -> list[str]:
+        return [f"{f}:{l}:{c}: {kind}: {m}" for f, l, c, kind, m in sorted(self.items)]
+
+
+def _declared(forms: list[SExp]) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for f in forms:
+        h = f.head
+        if h not in DECL_HEADS or len(f.value) < 2:
+            continue
+        if h == "datatype*":
+            for sub in f.value[1:]:
+                if sub.is_list and sub.value:
+                    out[sub.value[0].value] = (sub.line, sub.col)
+                    for v in sub.value[1:]:
+                        if v.is_list and v.value:
+                            out[v.value[0].value] = (v.line, v.col)
+            continue
+        name = f.value[1]
+        if not name.is_list:
+            out[name.value] = (f.line, f.col)
+        if h == "datatype":
+            for v in f.value[2:]:
+                if v.is_list and v.value:
+                    out[v.value[0].value] = (v.line, v.col)
+    return out
+
+
+def _calls(x: SExp):
+    """Every list form (head symbol, form) inside x."""
+    if x.is_list:
+        if x.value and not x.value[0].is_list:
+            yield x.value[0].value, x
+        for c in x.value[1:] if x.value and not x.value[0].is_list else x.value:
+            yield from _calls(c)
+
+
+def _vars(x: SExp, out: list):
+    """Pattern variables (bare symbols that are not literals) in argument positions."""
+    if not x.is_list:
+        return
+    items = x.value[1:] if x.value and not x.value[0].is_list else x.value
+    for c in items:
+        if c.is_list:
+            _vars(c, out)
+        elif not (c.value.startswith('"') or c.value.startswith(":") or c.value.startswith("$")
+                  or re.fullmatch(r"-?\d+(\.\d+)?", c.value) or c.value in ("true", "false")):
+            out.append(c)
+
+
+def lint(path: str | Path | None = None) -> Report:
+    rep = Report()
+    book = load_rulebook(path)
+    for f, line, msg in book.problems:
+        rep.error(f, line, 1, msg)
+
+    # 1. egglog accepts the files
+    from egglog.bindings import EGraph, EggSmolError
+    eg = EGraph()
+    for filename, text in book.programs():
+        try:
+            eg.run_program(*eg.parse_program(text, filename=filename))
+        except EggSmolError as e:
+            ctx = str(getattr(e, "context", e))
+            m = re.search(r"In (\d+):(\d+)-\S* of (\S+?):\s*(.*)", ctx, re.S)
+            if m:
+                detail = ctx.strip().splitlines()[-1]
+                rep.error(m.group(3), int(m.group(1)), int(m.group(2)), f"egglog: {detail}")
+            else:
+                rep.error(filename, 1, 1, f"egglog: {ctx.strip().splitlines()[-1] if ctx.strip() else ctx}")
+            break
+
+    # declarations across all files
+    forms_by_file: dict[str, list[SExp]] = {}
+    declared: dict[str, tuple[int, int]] = {}
+    for f in book.files:
+        try:
+            forms = read_sexps(book.texts[str(f)])
+        except SExpError as e:
+            rep.error(f, e.line, e.col, str(e))
+            forms = []
+        forms_by_file[str(f)] = forms
+        declared.update(_declared(forms))
+
+    # 2. metadata
+    seen: dict[str, object] = {}
+    all_rules: dict[str, tuple] = {}
+    for s in book.strategies:
+        where = (s.file, s.line, 1)
+        if s.name in seen:
+            rep.error(*where, f"strategy '{s.name}' already has a block at {seen[s.name]}")
+        seen[s.name] = f"{s.file}:{s.line}"
+        if s.name not in SPEC_STRATEGIES:
+            rep.error(*where, f"unknown strategy '{s.name}' (not in the spec's summary table)")
+        for key in METADATA_KEYS:
+            if key not in s.meta or not s.meta[key]:
+                rep.error(*where, f"strategy '{s.name}' has no @{key}")
+        spec = SPEC_STRATEGIES.get(s.name)
+        ml = lambda k: (s.file, s.meta_lines.get(k, s.line), 1)  # noqa: E731
+        if spec and s.meta.get("category") and s.meta["category"] != spec[0]:
+            rep.error(*ml("category"), f"@category {s.meta['category']}: the spec puts '{s.name}' in '{spec[0]}'")
+        if spec and s.meta.get("difficulty") and s.meta["difficulty"] != spec[1]:
+            rep.error(*ml("difficulty"), f"@difficulty {s.meta['difficulty']}: the paper's bucket for "
+                                         f"'{s.name}' is '{spec[1]}'")
+        for k in ("K", "P", "S"):
+            if s.meta.get(k) and not s.meta[k].isdigit():
+                rep.error(*ml(k), f"@{k} must be a non-negative integer, got '{s.meta[k]}'")
+        inv = s.meta.get("inverse")
+        if inv and inv != "none" and inv not in SPEC_STRATEGIES:
+            rep.error(*ml("inverse"), f"@inverse '{inv}' is not a strategy of the spec (or 'none')")
+        if s.meta.get("exactness") and s.meta["exactness"] not in EXACTNESS:
+            rep.error(*ml("exactness"), f"@exactness must be one of {', '.join(EXACTNESS)}")
+        if not s.rules:
+            rep.error(*where, f"strategy '{s.name}' has no rules")
+
+    # 3. rules: names, rulesets, Step names, unknown relations, unused variables
+    used_relations: set[str] = set()
+    for f in book.files:
+        blocks = [s for s in book.strategies if s.file == str(f)]
+        for form in forms_by_file[str(f)]:
+            for h, sub in _calls(form):
+                used_relations.add(h)
+            owner = None
+            for s in blocks:
+                if s.line < form.line:
+                    owner = s
+            if owner is None or form.head not in ("rule", "rewrite", "birewrite"):
+                continue
+            _check_rule(rep, f, form, owner, declared, all_rules)
+
+    # 4. analysis relations nobody uses (warnings)
+    schema = next((f for f in book.files if f.name == SCHEMA_FILE), None)
+    if schema is not None:
+        for form in forms_by_file[str(schema)]:
+            if form.head == "relation" and len(form.value) > 1:
+                name = form.value[1].value
+                uses = sum(1 for ff in book.files for fm in forms_by_file[str(ff)]
+                           for h, _ in _calls(fm) if h == name and fm is not form)
+                if name not in STEP_RELATIONS and uses == 0:
+                    rep.warning(schema, form.line, form.col, f"relation '{name}' is declared but no rule uses it")
+    return rep
+
+
+def _check_rule(rep: Report, f, form: SExp, owner, declared, all_rules):
+    name_x = None
+    items = form.value
+    for i, it in enumerate(items[:-1]):
+        if not it.is_list and it.value == ":name":
+            name_x = items[i + 1]
+    if name_x is None:
+        rep.error(f, form.line, form.col, f"rule in block '{owner.name}' has no :name")
+        return
+    name = name_x.value.strip('"')
+    if name in all_rules:
+        rep.error(f, name_x.line, name_x.col, f"rule name '{name}' is already used at {all_rules[name]}")
+    all_rules[name] = f"{f}:{name_x.line}"
+    if name != owner.name and not name.startswith(owner.name + "/"):
+        rep.error(f, name_x.line, name_x.col,
+                  f"rule '{name}' in block '{owner.name}' must be named '{owner.name}' or '{owner.name}/<variant>'")
+    rs = None
+    for i, it in enumerate(items[:-1]):
+        if not it.is_list and it.value == ":ruleset":
+            rs = items[i + 1]
+    if rs is None or rs.value != "step":
+        rep.error(f, form.line, form.col, f"rule '{name}' must be in ':ruleset step'")
+    if form.head != "rule":
+        rep.error(f, form.line, form.col, f"strategy rule '{name}' must be a (rule ...) inserting a Step row "
+                                          "(step mode: no rewrite/union of program terms)")
+        return
+    query, actions = items[1], items[2]
+    steps = [c for h, c in _calls(actions) if h in STEP_RELATIONS]
+    if not steps:
+        rep.error(f, form.line, form.col, f"rule '{name}' inserts no Step/StepItems/StepExpr row")
+    for st in steps:
+        if len(st.value) < 5:
+            rep.error(f, st.line, st.col, f"{st.value[0].value} needs lhs, rhs, rule name and params")
+            continue
+        tag = st.value[3]
+        if tag.is_list or tag.value.strip('"') != name or not tag.value.startswith('"'):
+            rep.error(f, tag.line, tag.col, f"the Step row of rule '{name}' must name it: \"{name}\"")
+    for h, c in list(_calls(query)) + list(_calls(actions)):
+        if h not in declared and h not in PRIMITIVES:
+            rep.error(f, c.line, c.col, f"unknown relation or function '{h}' (declare it in {SCHEMA_FILE})")
+    # unused variables: bound in the query, used nowhere else
+    qv: list = []
+    _vars(query, qv)
+    av: list = []
+    _vars(actions, av)
+    lets = {c.value[1].value for h, c in _calls(actions) if h == "let" and len(c.value) > 1}
+    counts: dict[str, int] = {}
+    for v in qv + av:
+        counts[v.value] = counts.get(v.value, 0) + 1
+    reported = set()
+    for v in qv:
+        if counts[v.value] == 1 and not v.value.startswith("_") and v.value not in lets and v.value not in reported:
+            reported.add(v.value)
+            rep.error(f, v.line, v.col, f"pattern variable '{v.value}' of rule '{name}' is bound but never used "
+                                        "(unused guard; write _name if intended)")

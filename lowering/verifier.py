@@ -1,0 +1,374 @@
+"""``Verifier``: numerical verification and timing you can leave running for a day.
+
+Builds and runs happen in a worker process (``isolate=True``, the default): a segfault, an
+out-of-memory kill or a hang past ``timeout`` seconds becomes a ``Verdict`` (or
+``Measurement``) with reason ``crashed`` / ``timeout``, the worker is replaced on the next
+call, and the caller never dies nor waits forever. Each worker keeps a bounded cache of builds
+keyed modulo renaming (``lowering.run.build``). Timings take a machine-wide lock, so two
+measurements never overlap, whatever the number of workers or Verifiers.
+
+    v = Verifier(target="llvm", trials=3, tolerance="strict", timeout=60)
+    verdict = v.verify(original, candidate)          # .equal, .reason, .to_json()
+    m = v.measure(candidate)                          # .median_ms, .spread_ms, .to_json()
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+from engine.leir.diagnostics import LeirError
+from engine.leir.procs import WorkerFailed, WorkerProcess
+
+# exactness of a rewrite (rule metadata) -> the tolerance that verifies it
+TOLERANCE_FOR_EXACTNESS = {"bitwise": "exact", "reassociating": "strict"}
+
+REASONS = ("equal", "not equal", "build failed", "execution failed", "timeout", "crashed", "invalid input")
+
+
+def tolerance_for(exactness: str | None, default: str = "strict") -> str:
+    """The tolerance mode a rewrite of this exactness must pass (``exact`` for bitwise rules)."""
+    return TOLERANCE_FOR_EXACTNESS.get(exactness or "", default)
+
+
+@dataclass
+class Verdict:
+    """The outcome of comparing a candidate with its original over several seeded trials."""
+
+    equal: bool
+    reason: str                     # one of REASONS
+    message: Optional[str] = None   # what failed, for the reasons that are failures
+    target: str = "llvm"
+    tolerance: dict = field(default_factory=dict)
+    trials: list = field(default_factory=list)     # per trial: seed, equal, per-output errors
+    max_abs_err: Optional[float] = None
+    max_rel_err: Optional[float] = None
+    build: Optional[bool] = None
+    exec: Optional[bool] = None
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return _json_safe(asdict(self))
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Verdict":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+@dataclass
+class Measurement:
+    """Run time of one program: ``repeat`` measurements after ``warmup`` runs, each the mean of
+    ``number`` runs; the median and the spread (interquartile range) in milliseconds."""
+
+    ok: bool
+    reason: str                     # "measured", "build failed", "execution failed", "timeout", "crashed"
+    message: Optional[str] = None
+    target: str = "llvm"
+    median_ms: Optional[float] = None
+    min_ms: Optional[float] = None
+    mean_ms: Optional[float] = None
+    spread_ms: Optional[float] = None
+    times_ms: list = field(default_factory=list)
+    warmup: int = 3
+    number: int = 3
+    repeat: int = 5
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return _json_safe(asdict(self))
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Measurement":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+def _json_safe(x):
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return x
+
+
+# --------------------------------------------------------------------------- the work itself
+
+
+def _verify_now(original: dict, candidate: dict, opts: dict) -> dict:
+    """Verdict (as JSON) of a candidate against its original, computed in this process."""
+    from engine.leir.files import program_from_json
+
+    from .verify import verify
+    t0 = time.perf_counter()
+    try:
+        a, b = program_from_json(original), program_from_json(candidate)
+    except LeirError as e:
+        return Verdict(False, "invalid input", e.message, opts["target"]).to_json()
+    try:
+        r = verify(a, b, trials=opts["trials"], seed=opts["seed"], target=opts["target"],
+                   tolerance=opts["tolerance"], arch=opts["arch"])
+    except LeirError as e:
+        return Verdict(False, "invalid input", e.message, opts["target"]).to_json()
+    if r.error is not None:
+        stage = r.error["stage"]
+        reason = "build failed" if stage == "build" else "execution failed"
+        msg = f"{r.error['program']}: {r.error['message']}"
+    else:
+        reason, msg = ("equal", None) if r.equal else ("not equal", _worst(r))
+    v = Verdict(bool(r.equal) and r.error is None, reason, msg, r.target, r.tolerance, r.trials,
+                r.max_abs_err, r.max_rel_err, r.build, r.exec, time.perf_counter() - t0)
+    return v.to_json()
+
+
+def _worst(r) -> str:
+    bad = []
+    for t in r.trials:
+        for name, c in t.get("outputs", {}).items():
+            if not c["equal"]:
+                bad.append(f"trial {t['trial']} {name}: {c['mismatches']} element(s) outside the bound, "
+                           f"max abs err {c['max_abs_err']}")
+    return "; ".join(bad[:3]) or "not equal"
+
+
+def _against_now(program: dict, inputs: list, expected: list, opts: dict) -> dict:
+    """Verdict of a program's outputs against given expected outputs, one trial per entry."""
+    import numpy as np
+
+    from engine.leir.files import program_from_json
+
+    from .errors import LoweringError
+    from .run import build, run_built
+    from .verify import _FORMULAS, K_STRICT, compare, reduction_length
+    t0 = time.perf_counter()
+    prog = program_from_json(program)
+    n = reduction_length(prog)
+    mode = opts["tolerance"]
+    tol = {"mode": mode, "formula": _FORMULAS[mode], "k": K_STRICT if mode == "strict" else None,
+           "reduction_length": n}
+    v = Verdict(False, "equal", None, opts["target"], tol)
+    try:
+        built = build(prog, opts["target"], opts["arch"])
+    except LoweringError as e:
+        v.reason, v.message, v.build = "build failed", e.message, False
+        return v.to_json()
+    v.build = True
+    worst_abs = worst_rel = 0.0
+    equal = True
+    for t, (ins, exp) in enumerate(zip(inputs, expected)):
+        try:
+            got = run_built(built, prog, {k: np.asarray(x) for k, x in ins.items()})
+        except LoweringError as e:
+            v.reason, v.message, v.exec = "execution failed", e.message, False
+            return v.to_json()
+        outs = {}
+        ok = True
+        for d in prog.outputs:
+            c = compare(got[d.name], np.asarray(exp[d.name]).reshape(d.shape), d.dtype, n, mode)
+            outs[d.name] = c.to_dict()
+            ok &= c.equal
+            worst_abs, worst_rel = max(worst_abs, c.max_abs_err), max(worst_rel, c.max_rel_err)
+        v.trials.append({"trial": t, "equal": ok, "outputs": outs})
+        equal &= ok
+    v.exec, v.equal = True, bool(equal)
+    v.reason = "equal" if equal else "not equal"
+    v.max_abs_err, v.max_rel_err = worst_abs, worst_rel
+    v.seconds = time.perf_counter() - t0
+    return v.to_json()
+
+
+class _TimingLock:
+    """A machine-wide lock (``flock`` on a file in the temp folder): timings never overlap."""
+
+    def __init__(self, target: str):
+        self.path = os.path.join(tempfile.gettempdir(), f"leir-engine-timing-{target}.lock")
+        self.fd = None
+
+    def __enter__(self):
+        import fcntl
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def _measure_now(program: dict, opts: dict) -> dict:
+    from engine.leir.files import program_from_json
+
+    from .errors import LoweringError
+    from .inputs import random_inputs
+    from .run import build, time_built
+    t0 = time.perf_counter()
+    m = Measurement(False, "measured", None, opts["target"], warmup=opts["warmup"], number=opts["number"],
+                    repeat=opts["repeat"])
+    try:
+        prog = program_from_json(program)
+        built = build(prog, opts["target"], opts["arch"])
+    except LeirError as e:
+        m.reason, m.message = "build failed", e.message
+        return m.to_json()
+    inputs = random_inputs(prog, opts["seed"], 0)
+    try:
+        with _TimingLock(opts["target"]):
+            times = time_built(built, prog, inputs, warmup=opts["warmup"], number=opts["number"],
+                               repeat=opts["repeat"])
+    except LoweringError as e:
+        m.reason, m.message = "execution failed", e.message
+        return m.to_json()
+    q = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
+    m.ok, m.times_ms = True, times
+    m.median_ms, m.min_ms, m.mean_ms = statistics.median(times), min(times), statistics.fmean(times)
+    m.spread_ms = q[2] - q[0]
+    m.seconds = time.perf_counter() - t0
+    return m.to_json()
+
+
+HANDLERS = {"verify": _verify_now, "against": _against_now, "measure": _measure_now}
+
+
+class Verifier:
+    """Verification and timing on one target.
+
+    ``target`` "llvm" or "cuda"; ``trials`` seeded trials per verification; ``tolerance``
+    "strict" (dtype-aware bound), "exact" (bitwise) or "reference" (the Step-TP reference's
+    loose rule); ``timeout`` seconds per request (None: no limit); ``isolate``: build and run
+    in worker processes (the default; required for ``timeout``); ``workers``: how many, for
+    callers that verify from several threads; ``memory_mib``: address-space limit of a worker;
+    ``cache_size``: compiled programs kept per worker; ``warmup``/``number``/``repeat``: the
+    timing protocol of ``measure``; ``log``: a file the workers' diagnostics (TVM's warnings, a
+    crash's stack) are appended to instead of this process's stderr."""
+
+    def __init__(self, target: str = "llvm", trials: int = 3, tolerance: str = "strict",
+                 timeout: Optional[float] = None, *, seed: int = 0, isolate: bool = True, workers: int = 1,
+                 memory_mib: Optional[int] = None, cache_size: int = 128, arch: str = "sm_90",
+                 warmup: int = 3, number: int = 3, repeat: int = 5, log=None):
+        from .tir import TARGETS
+        from .verify import MODES
+        if target not in TARGETS:
+            raise LeirError(f"unknown target '{target}' (expected {' or '.join(TARGETS)})")
+        if tolerance not in MODES:
+            raise LeirError(f"unknown tolerance '{tolerance}' (expected {', '.join(MODES)})")
+        if trials < 1:
+            raise LeirError("trials must be at least 1")
+        if timeout is not None and not isolate:
+            raise ValueError("a timeout needs isolate=True (the work must run in a worker process)")
+        self.target, self.trials, self.tolerance, self.timeout = target, trials, tolerance, timeout
+        self.seed, self.isolate, self.arch = seed, isolate, arch
+        self.memory_mib, self.cache_size = memory_mib, cache_size
+        self.warmup, self.number, self.repeat = warmup, number, repeat
+        self.log = log
+        self._idle: list[WorkerProcess] = []
+        self._slots = threading.Semaphore(max(1, workers))
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ public
+
+    def verify(self, original, candidate, tolerance: Optional[str] = None) -> Verdict:
+        """Build both programs, run them on the same seeded inputs ``trials`` times and compare
+        every output under ``tolerance`` (default: the Verifier's)."""
+        from .verify import check_same_interface
+        try:
+            check_same_interface(original, candidate)
+        except LeirError as e:
+            return self._count(Verdict(False, "invalid input", e.message, self.target))
+        opts = self._opts(tolerance)
+        out = self._run("verify", (original.to_json(), candidate.to_json(), opts))
+        if isinstance(out, dict):
+            return self._count(Verdict.from_json(out))
+        reason, msg = out
+        return self._count(Verdict(False, reason, msg, self.target, _tolerance_record(opts)))
+
+    def verify_step(self, original, step) -> Verdict:
+        """``verify`` of a step's result at the tolerance its exactness demands."""
+        return self.verify(original, step.program, tolerance_for(step.exactness, self.tolerance))
+
+    def verify_against(self, program, inputs: list, expected: list, tolerance: Optional[str] = None) -> Verdict:
+        """Run ``program`` on each ``inputs[t]`` (name -> array) and compare its outputs with
+        ``expected[t]`` (name -> array), e.g. an independent reference such as torch."""
+        opts = self._opts(tolerance)
+        out = self._run("against", (program.to_json(), inputs, expected, opts))
+        if isinstance(out, dict):
+            return self._count(Verdict.from_json(out))
+        reason, msg = out
+        return self._count(Verdict(False, reason, msg, self.target, _tolerance_record(opts)))
+
+    def measure(self, program) -> Measurement:
+        """Median run time over ``repeat`` measurements after ``warmup`` runs."""
+        opts = self._opts(None)
+        out = self._run("measure", (program.to_json(), opts))
+        if isinstance(out, dict):
+            return Measurement.from_json(out)
+        reason, msg = out
+        return Measurement(False, reason, msg, self.target, warmup=self.warmup, number=self.number,
+                           repeat=self.repeat)
+
+    def close(self) -> None:
+        """Stop the worker processes."""
+        with self._lock:
+            for w in self._idle:
+                w.kill()
+            self._idle.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _opts(self, tolerance: Optional[str]) -> dict:
+        from .verify import MODES
+        tol = tolerance or self.tolerance
+        if tol not in MODES:
+            raise LeirError(f"unknown tolerance '{tol}' (expected {', '.join(MODES)})")
+        return {"target": self.target, "trials": self.trials, "tolerance": tol, "seed": self.seed,
+                "arch": self.arch, "warmup": self.warmup, "number": self.number, "repeat": self.repeat}
+
+    def _count(self, v: Verdict) -> Verdict:
+        self.counts[v.reason] = self.counts.get(v.reason, 0) + 1
+        return v
+
+    def _run(self, kind: str, args: tuple):
+        """The handler's JSON answer, or (reason, message) when the worker failed."""
+        if not self.isolate:
+            try:
+                return HANDLERS[kind](*args)
+            except MemoryError:
+                return ("crashed", "out of memory")
+        with self._slots:
+            with self._lock:
+                worker = self._idle.pop() if self._idle else None
+            if worker is None or not worker.alive():
+                worker = WorkerProcess("lowering.worker", (self.memory_mib or 0, self.cache_size), stderr=self.log)
+            try:
+                status, payload = worker.call((kind, args), self.timeout)
+            except WorkerFailed as e:     # timeout or crash: that worker is gone
+                return (e.reason, e.message)
+            with self._lock:
+                self._idle.append(worker)
+            if status == "ok":
+                return payload
+            return ("crashed", payload if status == "oom" else f"internal error: {payload}")
+
+
+def _tolerance_record(opts: dict) -> dict:
+    from .verify import _FORMULAS, K_STRICT
+    mode = opts["tolerance"]
+    return {"mode": mode, "formula": _FORMULAS[mode], "k": K_STRICT if mode == "strict" else None}

@@ -1,0 +1,22 @@
+"""The Verifier's worker process: ``python -m lowering.worker FD MEMORY_MIB CACHE_SIZE``."""
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str]) -> None:
+    from engine.leir.procs import serve
+
+    from .run import set_build_cache_size
+    from .verifier import HANDLERS
+    memory_mib, cache_size = int(argv[1]), int(argv[2])
+    if memory_mib:
+        import resource
+        limit = memory_mib * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    set_build_cache_size(cache_size)
+    serve(lambda req: ("ok", HANDLERS[req[0]](*req[1])), argv[:1])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
