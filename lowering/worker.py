@@ -15,7 +15,11 @@ def main(argv: list[str]) -> None:
         limit = memory_mib * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     set_build_cache_size(cache_size)
-    serve(lambda req: ("ok", HANDLERS[req[0]](*req[1])), argv[:1])
+    serve(lambda req: ("ok", HANDLERS[req[0]](*req[1])), argv[:1], prepare=_import_tvm)
+
+
+def _import_tvm() -> None:
+    import tvm  # noqa: F401  (seconds: paid at start-up, outside any request's timeout)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import math
-import random
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
@@ -28,6 +27,8 @@ from engine.leir.ast import Equation, Num, equations, transform
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_programs, program_from_json
 from engine.leir.program import make_program
+from engine.rewrite.sampling import stratified_sample as _stratified
+from lowering.verifier import tolerance_for
 from conftest import EXAMPLES, corpus_records
 
 POINT_LIMIT = 1 << 14   # iteration points of a shrunk program (all equations together)
@@ -210,30 +211,9 @@ def groups() -> dict[str, tuple[str, ...]]:
 
 
 def stratified_sample(items, strategies, n: int, seed: int = SEED) -> list[Item]:
-    """``n`` items (or all there are) spread over ``strategies``: strategies take turns in the
-    given order; within a strategy, programs take turns in a seeded order and each program's
-    items are drawn in a seeded order. Deterministic for a given item order and seed."""
-    rng = random.Random(seed)
-    queues = []
-    for s in strategies:
-        by_prog: dict[str, list[Item]] = defaultdict(list)
-        for it in items:
-            if it.strategy == s:
-                by_prog[it.program.name].append(it)
-        progs = sorted(by_prog)
-        rng.shuffle(progs)
-        for name in progs:
-            rng.shuffle(by_prog[name])
-        queue = []
-        while any(by_prog[name] for name in progs):
-            queue += [by_prog[name].pop() for name in progs if by_prog[name]]
-        queues.append(queue)
-    out: list[Item] = []
-    k = 0
-    while len(out) < n and any(k < len(q) for q in queues):
-        out += [q[k] for q in queues if k < len(q)][:n - len(out)]
-        k += 1
-    return out
+    """``n`` items spread over ``strategies`` and, within a strategy, over programs
+    (``engine.rewrite.sampling``)."""
+    return _stratified(items, n, seed, strategies=strategies, group_of=lambda it: it.program.name)
 
 
 # --------------------------------------------------------------------------- checking
@@ -265,7 +245,7 @@ def check(item: Item) -> dict | None:
         cand = item.neighbour.program
     except InvalidNeighbour as e:
         return {**fail, "error": f"invalid neighbour: {e}"}
-    tolerance = "exact" if item.exactness == "bitwise" else "strict"
+    tolerance = tolerance_for(item.exactness)
     r = verify(item.program, cand, trials=TRIALS, seed=0, tolerance=tolerance)
     if r.ok and r.equal:
         return None

@@ -313,3 +313,16 @@ def test_translation_is_fast_after_warmup():
         translate(inst.model, inst.inputs(0), "timed")
         best = min(best, time.perf_counter() - t)
     assert best < 1.0  # typically 0.1-0.2 s for this 27-statement program
+
+
+def test_verification_reports_the_tolerance_it_used(tvm):
+    """The exact mode is recorded as exact (formula included), not as strict."""
+    from lowering.verify import EXACT_FORMULA
+    w = registry()["softmax"]
+    inst = instantiate(w, w.test_shapes, "f32")
+    tr = translate(inst.model, inst.inputs(0), "softmax")
+    res = verify_translation(tr, inst.model, inst.inputs, trials=2, tolerance="exact")
+    assert res["tolerance"]["mode"] == "exact" and res["tolerance"]["formula"] == EXACT_FORMULA
+    assert res["trials_requested"] == 2 and [t["seed"] for t in res["trials"]] == [0, 1]
+    strict = verify_translation(tr, inst.model, inst.inputs, trials=2)
+    assert strict["equal"] is True and strict["tolerance"]["mode"] == "strict"

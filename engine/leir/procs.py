@@ -25,9 +25,13 @@ class WorkerFailed(Exception):
         self.reason, self.message = reason, message
 
 
+START_TIMEOUT = 300.0     # seconds a worker may take to start (imports) before it counts as crashed
+
+
 class WorkerProcess:
     """One worker: ``call(request, timeout)`` returns its answer or raises ``WorkerFailed``
-    (the process is then gone; make a new one)."""
+    (the process is then gone; make a new one). The worker's start-up (interpreter, imports)
+    is not part of any call's ``timeout``: the first call waits for the worker's "ready"."""
 
     def __init__(self, module: str, args: tuple = (), env: Optional[dict] = None, stderr=None):
         """``stderr``: where the worker's diagnostics go (None: this process's stderr; a path:
@@ -42,12 +46,22 @@ class WorkerProcess:
             if err is not stderr:
                 err.close()
         child.close()
-        self._sock = parent
         self.conn = Connection(os.dup(parent.fileno()))
         parent.close()
+        self.ready = False
+
+    def _wait_ready(self) -> None:
+        if not self.conn.poll(START_TIMEOUT):
+            self.kill()
+            raise WorkerFailed("crashed", f"the worker did not start within {START_TIMEOUT:g} s")
+        if self.conn.recv() != "ready":
+            raise OSError("unexpected greeting")
+        self.ready = True
 
     def call(self, request, timeout: Optional[float] = None):
         try:
+            if not self.ready:
+                self._wait_ready()
             self.conn.send(request)
             if not self.conn.poll(timeout):
                 self.kill()
@@ -85,12 +99,16 @@ class WorkerProcess:
             pass
 
 
-def serve(handler: Callable, argv: Optional[list] = None) -> None:
-    """The worker side: answer ``handler(request)`` for each request until the caller goes away.
-    Anything the handlers print goes to stderr; stdout is left alone."""
+def serve(handler: Callable, argv: Optional[list] = None, prepare: Optional[Callable] = None) -> None:
+    """The worker side: run ``prepare`` (heavy imports), say "ready", then answer
+    ``handler(request)`` for each request until the caller goes away. Anything the handlers
+    print goes to stderr; stdout is left alone."""
     argv = sys.argv[1:] if argv is None else argv
     conn = Connection(int(argv[0]))
     sys.stdout = sys.stderr
+    if prepare is not None:
+        prepare()
+    conn.send("ready")
     while True:
         try:
             request = conn.recv()
