@@ -57,14 +57,21 @@ class Evaluator:
 
     def __init__(self, original, target: str = "llvm", trials: int = 3, timeout: float = 300.0,
                  workers: int = 1, seed: int = 0, min_repeat_ms: float = 2.0, repeat: int = 7,
-                 recorded: Optional[dict] = None, log=None):
+                 recorded: Optional[dict] = None, log=None, verifier=None):
+        """``verifier``: a ``lowering.Verifier`` to share (its worker processes stay warm across
+        runs; the caller closes it); by default the evaluator makes and closes its own."""
         from lowering import Verifier
         self.original = original
         self.target = target
         self.workers = workers
         self.min_repeat_ms = min_repeat_ms
-        self.verifier = Verifier(target=target, trials=trials, timeout=timeout, seed=seed, workers=workers,
-                                 warmup=3, number=1, repeat=repeat, log=log)
+        self._own = verifier is None
+        if verifier is None:
+            verifier = Verifier(target=target, trials=trials, timeout=timeout, seed=seed, workers=workers,
+                                warmup=3, number=1, repeat=repeat, log=log)
+        elif verifier.target != target:
+            raise LeirError(f"the shared verifier is for target '{verifier.target}', the search for '{target}'")
+        self.verifier = verifier
         self.cache: dict[str, Outcome] = {}
         self.recorded: dict[str, Outcome] = dict(recorded or {})   # outcomes of an interrupted run
         self.baseline_ms: Optional[float] = None
@@ -159,4 +166,5 @@ class Evaluator:
         return out
 
     def close(self) -> None:
-        self.verifier.close()
+        if self._own:
+            self.verifier.close()

@@ -22,7 +22,7 @@ from .space import Node, Space
 
 class Run:
     def __init__(self, program, options: SearchOptions, *, engine=None, out: Optional[str] = None,
-                 progress=None, log=None, resume: Optional[dict] = None):
+                 progress=None, log=None, resume: Optional[dict] = None, verifier=None):
         from engine import Engine
 
         from .policies import make_policy
@@ -36,7 +36,7 @@ class Run:
                         if s.get("key") and s.get("outcome")}
         self._resume_root = (resume or {}).get("original")
         self.evaluator = Evaluator(program, options.target, options.trials, options.timeout, options.workers,
-                                   options.seed, options.min_repeat_ms, options.repeat, recorded, log)
+                                   options.seed, options.min_repeat_ms, options.repeat, recorded, log, verifier)
         self.out = out
         self.progress = progress if progress is not None else (lambda msg: print(msg, file=sys.stderr))
         self.nodes: list[Node] = []
@@ -164,9 +164,9 @@ class Run:
         node.expanded = True
         new = []
         for prop in self.policy.propose(req):
-            if self.stopped():
-                break
             if prop.failure is not None:
+                if self.exhausted:
+                    break
                 f = dict(prop.failure)
                 node.failures.append(f)
                 self._record(node, "failed answer", None, status=f["reason"], message=f.get("message"),
@@ -183,14 +183,19 @@ class Run:
             else:
                 program, label = prop.program, prop.label or "free-form"
                 key = renaming_key(program)
-                reached = self.space.steps_reaching(node, key)
-                reached = reached.to_json() if reached is not None else None
-                steps = [reached] if reached is not None else \
+                step, replays = self.space.steps_reaching(node, key)
+                reached = step.to_json() if step is not None else None
+                if reached is not None:
+                    reached["replays"] = replays
+                # the node's edge: the rule's step when it replays, else the text itself
+                steps = [reached] if replays else \
                     [{"free": True, "strategy": label, "exactness": "reassociating", "leir": program.to_leir()}]
                 tol = "strict"
                 kind = "free"
                 extra = {"strategy": label, "call": prop.call, "leir": program.to_leir(),
                          "reached_by_step": reached}
+            if self.exhausted and self.evaluator.known(key) is None:
+                break                                 # it would be a new sample: the budget is spent
             if key in self.by_key:                    # a visited state (free-form answers only)
                 self.repeats += 1
                 same = "root" if key == self.root.key else ("current" if key == node.key else "visited")
@@ -290,10 +295,13 @@ class Run:
 
 
 def run_search(program, options: SearchOptions, *, engine=None, out: Optional[str] = None, progress=None,
-               log=None, resume: Optional[dict] = None):
-    """Run one search to its end; returns the ``Trajectory`` (also written to ``out``)."""
+               log=None, resume: Optional[dict] = None, verifier=None):
+    """Run one search to its end; returns the ``Trajectory`` (also written to ``out``).
+    ``engine`` and ``verifier`` may be shared across runs (loading rules and starting TVM
+    workers cost seconds)."""
     from .trajectory import Trajectory
-    run = Run(program, options, engine=engine, out=out, progress=progress, log=log, resume=resume)
+    run = Run(program, options, engine=engine, out=out, progress=progress, log=log, resume=resume,
+              verifier=verifier)
     try:
         run.execute()
         return Trajectory(run.record(final=True))

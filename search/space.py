@@ -106,7 +106,7 @@ class Space:
         self._menus: OrderedDict = OrderedDict()     # node key -> [(step, renaming key)], bounded
 
     def _steps(self, node: Node) -> list:
-        """(step, renaming key) of every replayable step of the node's program (cached per state)."""
+        """(step, renaming key, replays?) of every step of the node's program (cached per state)."""
         got = self._menus.get(node.key)
         if got is not None:
             self._menus.move_to_end(node.key)
@@ -118,10 +118,10 @@ class Space:
             counts[s.key] = counts.get(s.key, 0) + 1
         out = []
         for s in steps:
-            if counts[s.key] > 1 and not self._replays(node.program, s):
+            ok = counts[s.key] == 1 or self._replays(node.program, s)
+            if not ok:
                 self.stats["unreplayable"] += 1
-                continue
-            out.append((s, renaming_key(s.program)))
+            out.append((s, renaming_key(s.program), ok))
         self._menus[node.key] = out
         while len(self._menus) > MENU_CACHE:
             self._menus.popitem(last=False)
@@ -141,7 +141,9 @@ class Space:
         forbidden = self.inverse.get(node.strategy or "", frozenset())
         parent_key = parent.key if parent is not None else None
         out = []
-        for step, key in self._steps(node):
+        for step, key, replays in self._steps(node):
+            if not replays:
+                continue
             if step.strategy in forbidden and step.strategy != node.strategy:
                 self.stats["inverse"] += 1
                 continue
@@ -155,8 +157,8 @@ class Space:
         return out
 
     def steps_reaching(self, node: Node, key: str):
-        """The enumerated step of ``node`` whose result is ``key`` modulo renaming, or None."""
-        for step, k in self._steps(node):
-            if k == key:
-                return step
-        return None
+        """(step, replays?) of the enumerated step of ``node`` whose result is ``key`` modulo
+        renaming (a replayable one first), or (None, False)."""
+        found = [(step, ok) for step, k, ok in self._steps(node) if k == key]
+        found.sort(key=lambda t: not t[1])
+        return found[0] if found else (None, False)
