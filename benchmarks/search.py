@@ -131,16 +131,21 @@ def phase_tune(a, progs):
     (a.out / "tune").mkdir(parents=True, exist_ok=True)
     for name in a.workloads:
         res_path = a.out / "tune" / f"{name}.jsonl"
-        done = {json.loads(l)["name"] for l in res_path.read_text().splitlines()} if res_path.exists() else set()
+        done = {d["name"] for d in map(json.loads, res_path.read_text().splitlines()) if d.get("ok")} \
+            if res_path.exists() else set()
         prog = progs[name]
         runs = load_runs(a, name)
         jobs = [{"name": f"ms{a.early}", "program": prog.to_json(), "original": prog.to_json(), "trials": a.early},
                 {"name": f"ms{a.budget}", "program": prog.to_json(), "original": prog.to_json(), "trials": a.budget}]
         if runs:
-            best = max(runs, key=lambda r: r["best"]["speedup"])
-            bp = prog.with_body(parse_body(best["best"]["leir"]))
-            jobs.append({"name": f"rewrite+ms{a.budget}", "program": bp.to_json(), "original": prog.to_json(),
-                         "trials": a.budget, "from": f"{best['options']['algorithm']}/{best['options']['policy']}"})
+            # our best programs, best first (MetaSchedule cannot schedule every rewritten TIR: the
+            # next one is tried when it finds no schedule)
+            ranked = sorted(runs, key=lambda r: -r["best"]["speedup"])
+            progs_ = list(dict.fromkeys(r["best"]["leir"] for r in ranked if r["best"]["steps"]))[:4]
+            bps = [prog.with_body(parse_body(t)).to_json() for t in progs_]
+            if bps:
+                jobs.append({"name": f"rewrite+ms{a.budget}", "program": bps[0], "alternatives": bps[1:],
+                             "original": prog.to_json(), "trials": a.budget})
         jobs = [j for j in jobs if j["name"] not in done]
         if not jobs:
             continue
@@ -168,7 +173,11 @@ def load_tune(a, name) -> dict:
     p = a.out / "tune" / f"{name}.jsonl"
     if not p.exists():
         return {}
-    return {d["name"]: d for d in map(json.loads, p.read_text().splitlines())}
+    out = {}
+    for d in map(json.loads, p.read_text().splitlines()):      # a later (successful) retry wins
+        if d.get("ok") or d["name"] not in out:
+            out[d["name"]] = d
+    return out
 
 
 # ------------------------------------------------------------------------------------ held-out

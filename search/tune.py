@@ -164,11 +164,17 @@ def _main(argv) -> int:
     if a.jobs:
         from pathlib import Path
         for job in json.loads(Path(a.program).read_text()):
-            prog, orig = program_from_json(job["program"]), program_from_json(job["original"])
-            try:
-                r = tune(prog, int(job["trials"]), seed=a.seed, original=orig)
-            except Exception as e:  # a TVM failure in one job is that job's result
-                r = {"ok": False, "reason": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
+            orig = program_from_json(job["original"])
+            r = {"ok": False, "reason": "no program"}
+            # "alternatives": programs tried in order until MetaSchedule finds a schedule for one
+            for i, pj in enumerate([job["program"], *job.get("alternatives", [])]):
+                try:
+                    r = tune(program_from_json(pj), int(job["trials"]), seed=a.seed, original=orig)
+                except Exception as e:  # a TVM failure in one job is that job's result
+                    r = {"ok": False, "reason": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
+                r["alternative"] = i
+                if r["ok"]:
+                    break
             r["name"] = job["name"]
             print(json.dumps(r), flush=True)
         return 0
