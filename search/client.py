@@ -1,0 +1,90 @@
+"""One chat call to an OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, llama.cpp's
+server...) through the ``openai`` client, with the project's failure discipline: a 429 or
+5xx is retried with exponential backoff (seeded jitter, ``Retry-After`` honoured), so is a
+connection error or a timeout; what still fails comes back as an error record, never as an
+exception, so that the search counts a failed sample and goes on. Every call records its
+latency, attempts and token usage."""
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+MAX_BACKOFF_S = 8.0
+
+
+@dataclass
+class ChatResult:
+    texts: list                          # one per returned choice (n)
+    usage: dict = field(default_factory=dict)
+    latency_s: float = 0.0
+    attempts: int = 0
+    error: Optional[dict] = None         # {"type", "status", "message"} when no answer came
+    finish_reasons: list = field(default_factory=list)
+
+
+class ChatClient:
+    def __init__(self, endpoint: str, model: str, *, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
+                 retries: int = 4, seed: int = 0, backoff_s: float = 0.5, sleep=time.sleep):
+        import openai
+        self.model = model
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.sleep = sleep
+        self.rng = random.Random(f"backoff:{seed}")
+        self.key_set = bool(os.environ.get(api_key_env))
+        # local servers (vLLM, SGLang) accept any key; the client insists on a non-empty one
+        self.client = openai.OpenAI(base_url=endpoint, api_key=os.environ.get(api_key_env) or "EMPTY",
+                                    timeout=timeout, max_retries=0)
+
+    def _delay(self, attempt: int, err) -> float:
+        retry_after = None
+        resp = getattr(err, "response", None)
+        if resp is not None:
+            try:
+                retry_after = float(resp.headers.get("retry-after"))
+            except (TypeError, ValueError):
+                retry_after = None
+        base = min(MAX_BACKOFF_S, self.backoff_s * 2 ** attempt)
+        d = base * (0.5 + 0.5 * self.rng.random())
+        return min(MAX_BACKOFF_S, max(d, retry_after or 0.0))
+
+    def chat(self, messages: list, *, n: int = 1, temperature: float = 0.3, max_tokens: int = 4096,
+             seed: Optional[int] = None, extra_body: Optional[dict] = None,
+             response_format: Optional[dict] = None) -> ChatResult:
+        import openai
+        kwargs = {"model": self.model, "messages": messages, "n": n, "temperature": temperature,
+                  "max_tokens": max_tokens}
+        if seed is not None:
+            kwargs["seed"] = seed
+        if extra_body:
+            kwargs["extra_body"] = extra_body
+        if response_format:
+            kwargs["response_format"] = response_format
+        t0 = time.perf_counter()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                r = self.client.chat.completions.create(**kwargs)
+            except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError) as e:
+                status = getattr(e, "status_code", None)
+                if attempt > self.retries:
+                    return ChatResult([], {}, time.perf_counter() - t0, attempt,
+                                      {"type": type(e).__name__, "status": status, "message": str(e)[:300]})
+                self.sleep(self._delay(attempt - 1, e))
+                continue
+            except openai.APIStatusError as e:            # 4xx: retrying would not help
+                return ChatResult([], {}, time.perf_counter() - t0, attempt,
+                                  {"type": type(e).__name__, "status": e.status_code, "message": str(e)[:300]})
+            except (openai.OpenAIError, ValueError) as e:  # a malformed response body, ...
+                return ChatResult([], {}, time.perf_counter() - t0, attempt,
+                                  {"type": type(e).__name__, "status": None, "message": str(e)[:300]})
+            usage = {}
+            if getattr(r, "usage", None) is not None:
+                usage = {k: getattr(r.usage, k, None) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+            texts = [(c.message.content if c.message is not None else None) or "" for c in (r.choices or [])]
+            return ChatResult(texts, usage, time.perf_counter() - t0, attempt, None,
+                              [c.finish_reason for c in (r.choices or [])])

@@ -1,0 +1,120 @@
+"""A learned cost model, as MetaSchedule has one: gradient-boosted trees (XGBoost) from
+program features to the log speedup over the original program.
+
+It learns from the measurements of the current run and, when given, from a database of
+earlier runs (JSON lines, one measured candidate each, features stored with their version),
+so that a model trained on some programs ranks the steps of one it has never seen.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+from engine.leir.diagnostics import LeirError
+
+from .features import FEATURES_VERSION, feature_names
+
+PARAMS = {"max_depth": 4, "eta": 0.2, "subsample": 1.0, "min_child_weight": 1.0, "lambda": 1.0,
+          "objective": "reg:squarederror", "nthread": 1, "tree_method": "exact"}
+ROUNDS = 60
+MIN_ROWS = 3           # fewer rows than this: no model (the policy explores at random)
+
+
+class CostModel:
+    """Rows of (features, log speedup); ``fit`` then ``predict``. Deterministic for a seed."""
+
+    def __init__(self, strategies: tuple[str, ...], seed: int = 0):
+        self.strategies = tuple(strategies)
+        self.names = feature_names(self.strategies)
+        self.seed = seed
+        self.rows: list[tuple[list[float], float]] = []
+        self.database_rows = 0
+        self._booster = None
+        self._fitted_on = -1
+        self.fits = 0
+
+    def add(self, x: list[float], log_speedup: float) -> None:
+        if math.isfinite(log_speedup):
+            self.rows.append((list(x), float(log_speedup)))
+
+    @property
+    def ready(self) -> bool:
+        return len(self.rows) >= MIN_ROWS
+
+    def fit(self) -> None:
+        if not self.ready or self._fitted_on == len(self.rows):
+            return
+        import numpy as np
+        import xgboost as xgb
+        X = np.asarray([r[0] for r in self.rows], dtype=np.float64)
+        y = np.asarray([r[1] for r in self.rows], dtype=np.float64)
+        params = dict(PARAMS, seed=self.seed)
+        self._booster = xgb.train(params, xgb.DMatrix(X, label=y, feature_names=self.names), num_boost_round=ROUNDS)
+        self._fitted_on = len(self.rows)
+        self.fits += 1
+
+    def predict(self, xs: list[list[float]]) -> list[float]:
+        """Predicted log speedups (fits first if new rows arrived)."""
+        self.fit()
+        if self._booster is None:
+            raise RuntimeError("the cost model has no data yet")
+        import numpy as np
+        import xgboost as xgb
+        X = np.asarray(xs, dtype=np.float64)
+        return [float(v) for v in self._booster.predict(xgb.DMatrix(X, feature_names=self.names))]
+
+    # ------------------------------------------------------------------ database
+
+    def load(self, path: str) -> int:
+        """Add the rows of a database written by ``save`` (rows of another feature version or
+        strategy set are skipped). Returns the number of rows added."""
+        p = Path(path)
+        if not p.exists():
+            return 0
+        n = 0
+        for lineno, line in enumerate(p.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise LeirError(f"not a JSON line: {e.msg}", lineno, e.colno, str(p)) from None
+            if d.get("version") != FEATURES_VERSION:
+                continue
+            x = self._align(d)
+            if x is not None:
+                self.add(x, float(d["log_speedup"]))
+                n += 1
+        self.database_rows += n
+        return n
+
+    def _align(self, d: dict) -> Optional[list[float]]:
+        """A stored row in this model's feature order (strategies matched by name)."""
+        from .features import PROGRAM_FEATURES
+        base = d.get("program_features")
+        if not isinstance(base, list) or len(base) != 2 * len(PROGRAM_FEATURES):
+            return None
+        path = d.get("path_strategies", [])
+        return list(map(float, base)) + [float(path.count(s)) for s in self.strategies]
+
+
+def database_row(program_name: str, original_key: str, key: str, x: list[float], n_program: int,
+                 path_strategies: list[str], log_speedup: float, target: str) -> dict:
+    return {"version": FEATURES_VERSION, "program": program_name, "original": original_key, "key": key,
+            "target": target, "program_features": x[:2 * n_program], "path_strategies": path_strategies,
+            "log_speedup": log_speedup}
+
+
+def save_rows(path: str, rows: list[dict]) -> None:
+    """Append rows to a database (the whole file rewritten atomically; a (original, key, target)
+    already stored is replaced by the newer measurement)."""
+    from engine.leir.files import write_atomic
+    p = Path(path)
+    old = []
+    if p.exists():
+        old = [json.loads(l) for l in p.read_text().splitlines() if l.strip()]
+    seen = {(r.get("original"), r.get("key"), r.get("target")) for r in rows}
+    keep = [r for r in old if (r.get("original"), r.get("key"), r.get("target")) not in seen]
+    write_atomic(p, "".join(json.dumps(r, sort_keys=True) + "\n" for r in keep + rows))

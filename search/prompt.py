@@ -1,0 +1,163 @@
+"""The search prompt of the paper (Step-TP App. B.2/C.2, the reference's template), plus, for
+the menu policy, a numbered menu of the enumerated candidates.
+
+``free_prompt`` reproduces the paper's text for models trained on the reference data (they
+write a transformed LEIR). ``menu_prompt`` keeps the paper's description of the state, the
+hardware and the history, and replaces the task with a choice among numbered legal steps.
+"""
+from __future__ import annotations
+
+ALGORITHM_TEXT = {"greedy": "Greedy", "beam": "Beam", "bfs": "Breadth-first", "dfs": "Depth-first",
+                  "mcts": "Monte Carlo tree search", "chain": "Chain", "chain-no-parent": "Chain"}
+
+# the paper's 43 strategies in the reference generator's order, dead_code_elimination left out
+# and normal matmul appended (spec search.md 2.3)
+PAPER_STRATEGY_TEXT = (
+    "operator fusion, operator fission, compute inline, expression splitting, tensor concat to fuse operators, "
+    "tensor split to decouple operators, common subexpression elimination, expression reorder, loop reorder, "
+    "loop tiling, loop split, loop fusion, loop unrolling, loop parallelization, loop vectorization, loop binding, "
+    "reduction factorization, cache read write, layout transformation, set storage scope, set storage layout, "
+    "precompute indices, factorization, expand factorization, cancellation, expand cancellation, apart, together, "
+    "powsimp, expand powsimp, expand log, logsimp, collect, expand collect, partially equivalent then correct, "
+    "normal loop max to prefix max, exponential split, multiplicative split, additive split, normal loop summation "
+    "on exp to prefix summation on exp, online softmax, flashattention wo tiling, normal matmul to prefix matmul "
+    "based on online softmax")
+
+TORCH_DTYPES = {"f16": "torch.float16", "bf16": "torch.bfloat16", "f32": "torch.float32", "f64": "torch.float64",
+                "bool": "torch.bool", "i8": "torch.int8", "i16": "torch.int16", "i32": "torch.int32",
+                "i64": "torch.int64", "u8": "torch.uint8", "u16": "torch.uint16", "u32": "torch.uint32",
+                "u64": "torch.uint64"}
+
+CUDA_RULES = (
+    "CUDA binding rules: Loop axes bound to block (along x,y,z axis, max dimension value: 2^31-1, 65535, 65535) "
+    "MUST be renamed with prefixes bx, by, bz and unique, respectively, followed by other unique lowercase letters. "
+    "Loop axes bound to thread (along x,y,z axis, max dimension value: 1024, 1024, 64) MUST be renamed with "
+    "prefixes tx, ty, tz, respectively, followed by other unique lowercase letters.\n\n"
+    "Memory usage rules: Data indexed by block-level loops may be placed in shared (s) or global (g) memory. "
+    "Data indexed by thread-level loops may be placed in local (l), shared (s) or global (g) memory.")
+
+CPU_RULES = (
+    "CPU rules: loops bound with B (named tx, bx, ...) and P loops run in parallel across the CPU cores when "
+    "their iterations are independent; V loops are vectorised when innermost; U loops are unrolled.")
+
+
+def _quote_list(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + ", and " + items[-1]
+
+
+def known_variables(program) -> str:
+    return _quote_list([f"'{d.name}' with the dtype {TORCH_DTYPES.get(d.dtype, d.dtype)} and shape {list(d.shape)}"
+                        for d in program.known])
+
+
+def _num(x) -> str:
+    return repr(float(x)) if x is not None else "unknown"
+
+
+def _state(node, parent, history: bool, algorithm: str, root_key: str) -> list[str]:
+    prog = node.program
+    parts = [f"{ALGORITHM_TEXT[algorithm]}-based optimization is used on a given IR to improve performance. "
+             "Each IR is a state, and has a parent transformation and speedup performance.",
+             f"Give the current IR of {prog.name.replace('_', ' ')}: '{prog.to_leir()}', where the known variables "
+             f"are {known_variables(prog)}. Do not change the names, shapes or dtypes of these known variables in "
+             "the IR."]
+    if node.parent is None:
+        current = "The current IR is the same as the root IR, and the depth is 0"
+    else:
+        if history and parent is not None:
+            if parent.parent is None:
+                parts.append("History:\n\nThe parent IR: same as the root IR, depth:0, speedup value: 1.")
+            else:
+                parts.append(f"History:\n\nThe parent IR: '{parent.program.to_leir()}', depth:{parent.depth}, "
+                             f"speedup value: {_num(parent.speedup)}.")
+        current = (f"The speedup value of the current IR: {_num(node.speedup)}, the depth is {node.depth}, and the "
+                   f"current IR is obtained from the parent IR using the strategy '{node.strategy}'")
+    if node.failures:
+        last = node.failures[-1]
+        current += (f". This current IR has been transformed {len(node.failures)} times but failed to pass the "
+                    f"verification. Last time, the transformed IR, '{last.get('leir') or last.get('answer', '')}', "
+                    f"{_failure_text(last, root_key, node.key)}. You are FORBIDDEN to generate this failed "
+                    "transformed IR again")
+    parts.append(current + ".")
+    return parts
+
+
+def _failure_text(f: dict, root_key: str, current_key: str) -> str:
+    if f.get("key") == root_key:
+        return "was same as the root IR"
+    if f.get("key") == current_key:
+        return "was same as the current IR"
+    if f.get("reason") == "not equal":
+        return "was not numerically equivalent to the root IR"
+    return f"could not be used ({f.get('reason')}: {(f.get('message') or '')[:200]})"
+
+
+def _hardware(target: str, gpu_name: str) -> list[str]:
+    if target == "cuda":
+        return [f"**Target hardware**: NVIDIA {gpu_name} GPU.", CUDA_RULES]
+    return ["**Target hardware**: CPU (TVM target llvm).", CPU_RULES]
+
+
+CRITICAL = (
+    "CRITICAL:\n\n"
+    "1. Before you suggest each new transformation, you MUST identify what has been changed in the current IR "
+    "compared to the root IR. For each new optimization, you MUST build it ON TOP OF these existing changes, "
+    "namely ON TOP OF the current IR. The strategies MUST be used on the current IR! You MUST compare your modified "
+    "parts in each transformed IR with the current IR. If they are identical strings, your answer is WRONG. If the "
+    "unmodified part in each transformed IR is different from the current IR, your answer is WRONG.\n\n"
+    "2. Don't repeat the current or parent IRs! You MUST NOT revert to the parent IR: In particular, you are NOT "
+    "allowed to apply any reverse or undo operation that reconstructs the current IR from its parent IR, including "
+    "inverse transformations such as operator fusion <-> operator fission, loop tiling <-> loop fusion, loop split "
+    "<-> loop fusion, apart <-> together, collect <-> expand collect, or similar reversals.")
+
+
+def free_prompt(node, parent, *, k: int, history: bool, algorithm: str, target: str, gpu_name: str,
+                root_key: str) -> str:
+    """The paper's prompt: the model writes ``k`` transformed IRs."""
+    parts = _state(node, parent, history, algorithm, root_key) + _hardware(target, gpu_name)
+    parts.append("The following strategies and any other mathematical strategies can be considered: "
+                 f"{PAPER_STRATEGY_TEXT}.")
+    if k == 1:
+        task = ("**Task**:\n\nPlease give me a **numerically equivalent, runtime-performance-optimized** IR that "
+                "produces exactly the same outputs for any floating-point inputs (bitwise identical) to achieve a "
+                "higher speedup value (should be more than 1), and also provide applied strategy for the transformed "
+                "IR.\n\nReturn the answer **only** as a valid JSON object with the following keys: 'transformed_IR', "
+                "'applied_strategies'.")
+    else:
+        task = (f"**Task**:\n\nPlease give me at least {k} different **numerically equivalent, "
+                "runtime-performance-optimized** IRs that produce exactly the same outputs for any floating-point "
+                "inputs (bitwise identical) to achieve higher speedup values (should be more than 1), and also "
+                "provide applied strategy for each transformed IR.\n\nReturn the answer list **only** as a valid "
+                "JSON object, and each entry with the following keys: 'idx', 'transformed_IR', "
+                "'applied_strategies'.")
+    parts += [task, CRITICAL]
+    return "\n\n".join(parts)
+
+
+def menu_entry(c, current) -> str:
+    from .space import changed_statements
+    params = ", ".join(f"{k}={v}" for k, v in c.step.choice.items())
+    where = f"statement {c.step.site[0] + 1}" if c.step.site else "program"
+    changed = " ".join(changed_statements(current, c.program)) or "(statements reordered)"
+    return f"{c.number}. {c.step.strategy} at {where}{' (' + params + ')' if params else ''}: {changed}"
+
+
+def menu_prompt(node, parent, menu, *, k: int, history: bool, algorithm: str, target: str, gpu_name: str,
+                root_key: str, answer: str = "number") -> str:
+    """The paper's description of the state, then a numbered menu. ``answer``: "number" (one
+    menu number per answer; several answers are several samples) or "json" (an object
+    ``{"choices": [...]}`` with ``k`` numbers)."""
+    parts = _state(node, parent, history, algorithm, root_key) + _hardware(target, gpu_name)
+    parts.append("The legal single-step transformations of the current IR, each verified to be applicable, are "
+                 "listed below with the statements they produce:\n\n" +
+                 "\n".join(menu_entry(c, node.program) for c in menu))
+    if answer == "number":
+        parts.append("**Task**:\n\nChoose the ONE transformation above that will most increase the speedup value "
+                     "(runtime-performance) of the current IR. Answer with its number only.")
+    else:
+        parts.append(f"**Task**:\n\nChoose {k} different transformation(s) above that will most increase the "
+                     "speedup value (runtime-performance) of the current IR, best first. Answer **only** with a "
+                     f"JSON object {{\"choices\": [...]}} holding {k} of their numbers.")
+    return "\n\n".join(parts)

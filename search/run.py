@@ -1,0 +1,309 @@
+"""``Run``: one search. It owns the nodes, the samples and the budget; the algorithm decides
+what to expand, the policy what to propose, the evaluator whether it is equal and how fast.
+
+A *sample* is a candidate paid for: a state verified for the first time in this run (and
+timed when equal), or a model answer that could not be used (parse failure, an answer off
+the menu, an HTTP error after retries, a timeout). The budget bounds the samples. A state
+already evaluated costs nothing again, and an already visited state is never offered.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Optional
+
+from engine.leir.canonical import renaming_key
+
+from .evaluate import Evaluator, Outcome, path_tolerance
+from .options import SearchOptions
+from .policies.base import Request
+from .space import Node, Space
+
+
+class Run:
+    def __init__(self, program, options: SearchOptions, *, engine=None, out: Optional[str] = None,
+                 progress=None, log=None, resume: Optional[dict] = None, verifier=None):
+        from engine import Engine
+
+        from .policies import make_policy
+        self.program = program
+        self.options = options.validate()
+        self.engine = engine if engine is not None else Engine(strategies=options.strategies)
+        self.space = Space(self.engine)
+        recorded = {}
+        if resume:
+            recorded = {s["key"]: Outcome.from_json(s["outcome"]) for s in resume.get("samples", [])
+                        if s.get("key") and s.get("outcome")}
+        self._resume_root = (resume or {}).get("original")
+        self.evaluator = Evaluator(program, options.target, options.trials, options.timeout, options.workers,
+                                   options.seed, options.min_repeat_ms, options.repeat, recorded, log, verifier)
+        self.out = out
+        self.progress = progress if progress is not None else (lambda msg: print(msg, file=sys.stderr))
+        self.nodes: list[Node] = []
+        self.by_key: dict[str, Node] = {}
+        self.closed: set[str] = set()         # states not to offer again: nodes, failed candidates
+        self.samples: list[dict] = []
+        self.calls: list[dict] = []
+        self.repeats = 0                      # proposals of a state already evaluated (not samples)
+        self.curve: list[list] = []           # [samples, best speedup so far]
+        self._best_seen = 1.0
+        self.stop_reason: Optional[str] = None
+        self.started = time.perf_counter()
+        self.seconds = 0.0
+        self.root: Optional[Node] = None
+        self.best: dict = {}
+        self.policy = make_policy(self.options, self)
+
+    # ------------------------------------------------------------------ budget and stopping
+
+    @property
+    def exhausted(self) -> bool:
+        return len(self.samples) >= self.options.budget
+
+    def stopped(self) -> bool:
+        if self.exhausted and self.stop_reason is None:
+            self.stop_reason = "budget"
+        return self.stop_reason is not None
+
+    def stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+
+    # ------------------------------------------------------------------ nodes
+
+    def start(self) -> Node:
+        key = renaming_key(self.program)
+        base = self.evaluator.measure_original(self._resume_root)
+        self.root = Node(0, self.program, key, None, 0, median_ms=base["median_ms"], spread_ms=base["spread_ms"],
+                         speedup=1.0)
+        self.nodes.append(self.root)
+        self.by_key[key] = self.root
+        self.closed.add(key)
+        self.curve.append([0, 1.0])
+        self.progress(f"original: {base['median_ms']:.4f} ms (spread {base['spread_ms']:.4f})")
+        return self.root
+
+    def children(self, node: Node) -> list[Node]:
+        return [self.nodes[i] for i in node.children]
+
+    def parent_of(self, node: Node) -> Optional[Node]:
+        return self.nodes[node.parent] if node.parent is not None else None
+
+    def menu(self, node: Node) -> list:
+        return self.space.menu(node, self.parent_of(node), self.closed)
+
+    def menu_empty(self, node: Node) -> bool:
+        return not self.menu(node)
+
+    def _add_node(self, parent: Node, program, key: str, steps: list, strategy: str, outcome: Outcome,
+                  sample: Optional[int], via: str = "policy") -> Node:
+        n = Node(len(self.nodes), program, key, parent.id, parent.depth + len(steps), tuple(steps),
+                 parent.path + tuple(steps), strategy, outcome.median_ms, outcome.spread_ms, outcome.speedup,
+                 sample, via)
+        self.nodes.append(n)
+        self.by_key[key] = n
+        self.closed.add(key)
+        parent.children.append(n.id)
+        return n
+
+    # ------------------------------------------------------------------ samples
+
+    def record_call(self, record: dict) -> int:
+        record["index"] = len(self.calls)
+        self.calls.append(record)
+        return record["index"]
+
+    def _record(self, node: Node, kind: str, outcome: Optional[Outcome], **extra) -> int:
+        s = {"index": len(self.samples), "node": node.id, "kind": kind}
+        s.update(extra)
+        if outcome is not None:
+            s.update({"key": outcome.key, "status": outcome.status, "speedup": outcome.speedup,
+                      "median_ms": outcome.median_ms, "spread_ms": outcome.spread_ms, "outcome": outcome.to_json()})
+        self.samples.append(s)
+        if outcome is not None and outcome.accepted and outcome.speedup:
+            self._best_seen = max(self._best_seen, outcome.speedup)
+        self.curve.append([len(self.samples), self._best_seen])
+        status = s.get("status", "?")
+        sp = f" {outcome.speedup:.3f}x" if outcome is not None and outcome.speedup else ""
+        label = extra.get("strategy") or ""
+        self.progress(f"[{len(self.samples)}/{self.options.budget}] node {node.id} {kind} {label}: {status}{sp}")
+        self.checkpoint()
+        return s["index"]
+
+    def _evaluate(self, node: Node, program, key: str, tolerance: str, kind: str, labels: list, **extra):
+        """(outcome, sample index or None when the state was already evaluated); ``labels``:
+        the strategies of the steps from ``node`` to the candidate."""
+        (outcome, fresh), = self.evaluator.evaluate([(program, key, tolerance)])
+        idx = None
+        if fresh:
+            idx = self._record(node, kind, outcome, **extra)
+            path = [s.get("strategy", "") for s in node.path] + list(labels)
+            self.policy.observe(path, program, outcome)
+        if not outcome.accepted:
+            self.closed.add(key)
+        return outcome, idx
+
+    def sample(self, node: Node, candidate) -> Outcome:
+        """Verify and time one menu candidate of ``node`` (charged to the budget unless already
+        evaluated); it does not become a node (``expand`` decides that)."""
+        tol = path_tolerance([s.get("exactness", "") for s in node.path] + [candidate.step.exactness])
+        outcome, _ = self._evaluate(node, candidate.program, candidate.key, tol, "menu", [candidate.step.strategy],
+                                    strategy=candidate.step.strategy, step=candidate.record(),
+                                      menu_number=candidate.number)
+        return outcome
+
+    def expand(self, node: Node, k: int, history: bool = True) -> list[Node]:
+        """Ask the policy for ``k`` proposals at ``node``; verify them; the accepted ones become
+        children. Returns the new children."""
+        if self.stopped():
+            return []
+        menu = self.menu(node)
+        if self.policy.needs_menu and not menu:
+            return []
+        req = Request(node, self.parent_of(node), menu, k, self.options.algorithm, history)
+        node.expanded = True
+        new = []
+        for prop in self.policy.propose(req):
+            if prop.failure is not None:
+                if self.exhausted:
+                    break
+                f = dict(prop.failure)
+                node.failures.append(f)
+                self._record(node, "failed answer", None, status=f["reason"], message=f.get("message"),
+                             call=prop.call, answer=f.get("answer"), leir=f.get("leir"), strategy=prop.label)
+                continue
+            if prop.candidate is not None:
+                c = prop.candidate
+                program, key, label, steps = c.program, c.key, c.step.strategy, [c.record()]
+                tol = path_tolerance([s.get("exactness", "") for s in node.path] + [c.step.exactness])
+                extra = {"strategy": label, "step": steps[0], "menu_number": c.number, "call": prop.call}
+                extra.update(prop.extra)
+                kind = "menu"
+                reached = None
+            else:
+                program, label = prop.program, prop.label or "free-form"
+                key = renaming_key(program)
+                step, replays = self.space.steps_reaching(node, key)
+                reached = step.to_json() if step is not None else None
+                if reached is not None:
+                    reached["replays"] = replays
+                # the node's edge: the rule's step when it replays, else the text itself
+                steps = [reached] if replays else \
+                    [{"free": True, "strategy": label, "exactness": "reassociating", "leir": program.to_leir()}]
+                tol = "strict"
+                kind = "free"
+                extra = {"strategy": label, "call": prop.call, "leir": program.to_leir(),
+                         "reached_by_step": reached}
+            if self.exhausted and self.evaluator.known(key) is None:
+                break                                 # it would be a new sample: the budget is spent
+            if key in self.by_key:                    # a visited state (free-form answers only)
+                self.repeats += 1
+                same = "root" if key == self.root.key else ("current" if key == node.key else "visited")
+                node.failures.append({"reason": f"same as the {same} IR", "key": key, "leir": program.to_leir()})
+                continue
+            outcome, idx = self._evaluate(node, program, key, tol, kind, [label], **extra)
+            if outcome.accepted:
+                child = self._add_node(node, program, key, steps, label, outcome,
+                                       idx if idx is not None else self._sample_of(key))
+                child.reached_by = reached if kind == "free" else None
+                new.append(child)
+            else:
+                node.failures.append({"reason": outcome.status, "message": outcome.message, "key": key,
+                                      "leir": program.to_leir() if kind == "free" else None})
+        return new
+
+    def _sample_of(self, key: str) -> Optional[int]:
+        for s in self.samples:
+            if s.get("key") == key:
+                return s["index"]
+        return None
+
+    def rollout(self, node: Node, depth: int) -> Optional[Node]:
+        """A random walk of ``depth`` legal steps from ``node`` (seeded; inverse and visited
+        states withheld); its end is verified against the original and timed (a sample) and,
+        when equal, becomes a node whose edge is the whole walk."""
+        rng = self.policy.rng
+        steps, program, current = [], node.program, node
+        for _ in range(depth):
+            menu = self.space.menu(current, self.parent_of(current) if current is node else None, self.closed)
+            if not menu:
+                break
+            c = menu[rng.randrange(len(menu))]
+            steps.append(c.record())
+            program = c.program
+            current = Node(-1, program, c.key, None, 0, strategy=c.step.strategy)
+        if not steps:
+            return None
+        key = renaming_key(program)
+        if key in self.by_key:
+            return self.by_key[key]
+        tol = path_tolerance([s.get("exactness", "") for s in node.path + tuple(steps)])
+        outcome, idx = self._evaluate(node, program, key, tol, "rollout", [s["strategy"] for s in steps],
+                                      strategy="rollout", steps=steps)
+        if not outcome.accepted:
+            return None
+        label = steps[-1]["strategy"]
+        return self._add_node(node, program, key, steps, label, outcome, idx, via="rollout")
+
+    # ------------------------------------------------------------------ the whole search
+
+    def execute(self):
+        from .algorithms import ALGORITHMS, params
+        if self.root is None:
+            self.start()
+        try:
+            ALGORITHMS[self.options.algorithm](self, params(self.options))
+        finally:
+            self.stop("interrupted" if self.stop_reason is None else self.stop_reason)
+            self.policy.close()
+        self.finish()
+        return self
+
+    def finish(self) -> None:
+        ranked = sorted((n for n in self.nodes[1:] if n.speedup), key=lambda n: (-n.speedup, n.id))
+        top = ranked[:self.options.confirm] if self.options.confirm > 0 else []
+        confirmed = self.evaluator.confirm([n.program for n in top], rounds=3) if top else []
+        best, best_sp, conf = self.root, 1.0, None
+        for n, c in zip(top, confirmed):
+            sp = c["speedup"]
+            if sp is not None and sp > best_sp:
+                best, best_sp, conf = n, sp, c
+        if not top and ranked:
+            best, best_sp = ranked[0], ranked[0].speedup
+        self.best = {"node": best.id, "key": best.key, "leir": best.leir, "speedup": best_sp,
+                     "search_speedup": best.speedup, "median_ms": best.median_ms, "spread_ms": best.spread_ms,
+                     "original_ms": self.root.median_ms, "original_spread_ms": self.root.spread_ms,
+                     "steps": list(best.path), "strategies": sorted({s.get("strategy", "") for s in best.path}),
+                     "confirmed": conf,
+                     "confirmations": [{"node": n.id, **c} for n, c in zip(top, confirmed)]}
+        self.seconds = time.perf_counter() - self.started
+        self.checkpoint(final=True)
+        self.progress(f"best: node {best.id}, {best_sp:.3f}x in {len(best.path)} step(s) after "
+                      f"{len(self.samples)} samples ({self.stop_reason})")
+
+    def checkpoint(self, final: bool = False) -> None:
+        if self.out:
+            from .trajectory import write_trajectory
+            write_trajectory(self.out, self.record(final))
+
+    def record(self, final: bool = False) -> dict:
+        from .trajectory import build_record
+        return build_record(self, final)
+
+    def close(self) -> None:
+        self.evaluator.close()
+
+
+def run_search(program, options: SearchOptions, *, engine=None, out: Optional[str] = None, progress=None,
+               log=None, resume: Optional[dict] = None, verifier=None):
+    """Run one search to its end; returns the ``Trajectory`` (also written to ``out``).
+    ``engine`` and ``verifier`` may be shared across runs (loading rules and starting TVM
+    workers cost seconds)."""
+    from .trajectory import Trajectory
+    run = Run(program, options, engine=engine, out=out, progress=progress, log=log, resume=resume,
+              verifier=verifier)
+    try:
+        run.execute()
+        return Trajectory(run.record(final=True))
+    finally:
+        run.close()

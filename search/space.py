@@ -1,0 +1,164 @@
+"""The search space: nodes (verified programs) and the menu of legal next steps of a node.
+
+A node's menu is the engine's enumeration of its program, less
+* steps of a strategy that undoes the step that produced the node (the rule blocks'
+  ``@inverse`` metadata, closed under symmetry: loop_tiling's inverse is loop_fusion, so
+  after a loop_fusion neither loop_split nor loop_tiling is offered). A self-inverse
+  strategy (loop_reorder, set_storage_scope, ...) may still be applied again; only the step
+  that gives back the parent program is withheld;
+* steps whose result is a state already visited (modulo renaming): a node, or a candidate
+  that failed verification;
+* steps that do not replay: ``Engine.apply`` must give back the enumerated program byte for
+  byte, or the trajectory could not be replayed (a step key shared by two different steps).
+"""
+from __future__ import annotations
+
+import difflib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Optional
+
+from engine.leir.canonical import renaming_key
+from engine.leir.printer import item_to_str
+
+MENU_CACHE = 24          # enumerations kept (each holds every neighbour program of a state)
+
+
+@dataclass
+class Node:
+    """A verified program in the search tree."""
+
+    id: int
+    program: object
+    key: str                          # renaming key
+    parent: Optional[int]
+    depth: int
+    steps: tuple = ()                 # step records (JSON) from the parent to this node
+    path: tuple = ()                  # step records from the original program
+    strategy: Optional[str] = None    # label of the last step ("free-form" for llm-free)
+    median_ms: Optional[float] = None
+    spread_ms: Optional[float] = None
+    speedup: float = 1.0
+    sample: Optional[int] = None      # the sample that produced it
+    via: str = "policy"               # policy | rollout
+    children: list = field(default_factory=list)
+    visits: int = 0                   # MCTS statistics
+    value: float = 0.0
+    expanded: bool = False
+    failures: list = field(default_factory=list)   # failed proposals made at this node (prompt feedback)
+    reached_by: Optional[dict] = None  # llm-free: the enumerated step giving the same program, if any
+
+    @property
+    def leir(self) -> str:
+        return self.program.to_leir()
+
+
+@dataclass
+class Candidate:
+    """One menu entry: a legal step of a node and what it gives."""
+
+    number: int                       # 1-based position in the node's menu
+    step: object                      # engine Step
+    key: str                          # renaming key of the result
+
+    @property
+    def program(self):
+        return self.step.program
+
+    def record(self) -> dict:
+        """The step as stored in a trajectory (replayable with ``Engine.apply``)."""
+        return self.step.to_json()
+
+
+def inverse_table(engine) -> dict[str, frozenset]:
+    """strategy -> the strategies that undo it (the ``@inverse`` metadata, made symmetric)."""
+    inv: dict[str, set] = {n: set() for n in engine.strategies}
+    for name in engine.strategies:
+        meta = engine.strategy(name).meta.get("inverse", "none") or "none"
+        for other in meta.replace(",", " ").split():
+            if other != "none":
+                inv.setdefault(name, set()).add(other)
+                inv.setdefault(other, set()).add(name)
+    return {k: frozenset(v) for k, v in inv.items()}
+
+
+def changed_statements(before, after) -> list[str]:
+    """The top-level statements of ``after`` that are not in ``before`` (a compact view of what a
+    step changed, for menus)."""
+    a = [item_to_str(n) for n in before.body]
+    b = [item_to_str(n) for n in after.body]
+    out = []
+    for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag in ("replace", "insert"):
+            out.extend(b[j1:j2])
+    if not out and len(b) < len(a):
+        out.append("(removes statement(s))")
+    return out
+
+
+class Space:
+    """Menus of nodes over one engine. ``stats`` counts what was withheld and why."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.inverse = inverse_table(engine)
+        self.stats = {"enumerated": 0, "inverse": 0, "visited": 0, "unreplayable": 0}
+        self._menus: OrderedDict = OrderedDict()     # node key -> [(step, renaming key)], bounded
+
+    def _steps(self, node: Node) -> list:
+        """(step, renaming key, replays?) of every step of the node's program (cached per state)."""
+        got = self._menus.get(node.key)
+        if got is not None:
+            self._menus.move_to_end(node.key)
+            return got
+        steps = self.engine.enumerate(node.program)
+        self.stats["enumerated"] += len(steps)
+        counts: dict[str, int] = {}
+        for s in steps:
+            counts[s.key] = counts.get(s.key, 0) + 1
+        out = []
+        for s in steps:
+            ok = counts[s.key] == 1 or self._replays(node.program, s)
+            if not ok:
+                self.stats["unreplayable"] += 1
+            out.append((s, renaming_key(s.program), ok))
+        self._menus[node.key] = out
+        while len(self._menus) > MENU_CACHE:
+            self._menus.popitem(last=False)
+        return out
+
+    def _replays(self, program, step) -> bool:
+        from engine.rewrite.engine import StepError
+        try:
+            again = self.engine.apply(program, {"rule": step.rule, "site": list(step.site), "params": dict(step.params)})
+        except StepError:
+            return False
+        return again.to_leir() == step.leir
+
+    def menu(self, node: Node, parent: Optional[Node], closed: set) -> list[Candidate]:
+        """The node's legal next steps, numbered from 1; ``closed``: renaming keys not to offer
+        again (nodes and failed candidates)."""
+        forbidden = self.inverse.get(node.strategy or "", frozenset())
+        parent_key = parent.key if parent is not None else None
+        out = []
+        for step, key, replays in self._steps(node):
+            if not replays:
+                continue
+            if step.strategy in forbidden and step.strategy != node.strategy:
+                self.stats["inverse"] += 1
+                continue
+            if key == parent_key:                     # undoes the step that produced the node
+                self.stats["inverse"] += 1
+                continue
+            if key in closed or key == node.key:
+                self.stats["visited"] += 1
+                continue
+            out.append(Candidate(len(out) + 1, step, key))
+        return out
+
+    def steps_reaching(self, node: Node, key: str):
+        """(step, replays?) of the enumerated step of ``node`` whose result is ``key`` modulo
+        renaming (a replayable one first), or (None, False)."""
+        found = [(step, ok) for step, k, ok in self._steps(node) if k == key]
+        found.sort(key=lambda t: not t[1])
+        return found[0] if found else (None, False)
