@@ -213,3 +213,24 @@ def test_declarations_are_checked_like_the_readers_check_them():
                           (TensorDecl("A", "f3", (16, 8)), "unknown dtype code 'f3'")):
         with pytest.raises(LeirError, match=message):
             make_program("p", [decl], DECLS[1], body)
+
+
+def test_a_body_of_anything_but_loop_nests_is_rejected():
+    from engine.leir.ast import Num, Ref, Var
+    eq = Equation(Ref("C", "f32", "g", (Var("tx"),)), Num("1"))
+    with pytest.raises(LeirError, match="a program body is a sequence of loop nests, not of Equation"):
+        make_program("p", *DECLS, (eq,))
+
+
+def test_statements_are_checked_once_however_many_programs_share_them(monkeypatch):
+    from engine.leir import limits
+    p = prog("B^{16}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];"
+             "B^{16}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx};];")
+    assert all(limits._CHECKED.get(id(n)) is n for n in p.body)  # analysis marks the body it returns
+    checked = []
+    real = limits._check
+    monkeypatch.setattr(limits, "_check", lambda body: checked.append(len(body)) or real(body))
+    assert p.with_body(p.body) == p                                   # nothing new: nothing checked
+    other = parse_body("B^{16}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx}*2;];")
+    assert p.with_body((p.body[0],) + other).to_leir().endswith("*2;];")  # a neighbour: its new statement
+    assert checked == [1]

@@ -234,12 +234,38 @@ _NODES = {Num: _num, Var: _var, Ref: _ref, BinOp: _binop, Unary: _unary, Call: _
           Equation: _equation, Nest: _nest}
 
 
+# Top-level statements already checked, by identity (kept alive, so an id is never reused).
+# Trees are immutable and a rewritten program shares all but a statement or two with the one
+# it came from, so each is checked once, not once per neighbour.
+_CHECKED: dict[int, Nest] = {}
+_CHECKED_MAX = 4096
+
+
+def mark_checked(body) -> None:
+    """Remember the statements of ``body`` as checked (``analyze`` marks the body it returns,
+    which differs from its checked input only in explicit inits)."""
+    if len(_CHECKED) > _CHECKED_MAX:
+        _CHECKED.clear()  # bounded; forgetting costs only a re-check (and is safe across threads)
+    for n in body:
+        _CHECKED[id(n)] = n
+
+
 def check_tree(body) -> None:
     """Check a program body (a sequence of top-level nests), iteratively: at most ``MAX_DEPTH``
     deep, and every node well formed (names, numbers, extents, operators, arities), so that
     it can be printed and its canonical text parses back. ``LeirError`` at the first
     offending node (in source order)."""
-    stack = [(n, 1) for n in reversed(tuple(body))]
+    todo = [n for n in body if _CHECKED.get(id(n)) is not n]
+    for n in todo:
+        if type(n) is not Nest:
+            raise _error(f"a program body is a sequence of loop nests, not of {type(n).__name__}", n)
+    if todo:
+        _check(todo)
+        mark_checked(todo)
+
+
+def _check(body) -> None:
+    stack = [(n, 1) for n in reversed(body)]
     pop, push = stack.pop, stack.append
     while stack:
         node, depth = pop()

@@ -15,7 +15,7 @@ from engine.leir.ast import (DTYPES, BinOp, Call, Compare, Equation, Loop, Nest,
                   Var, equations, loop_vars, walk)
 from engine.leir.diagnostics import LeirError, quoted
 from engine.leir.intervals import Env, Interval, NotAffine, interval, refine
-from engine.leir.limits import check_tree, extent_error, tensor_name_error
+from engine.leir.limits import check_tree, extent_error, mark_checked, tensor_name_error
 from engine.leir.printer import expr_to_str, ref_to_str
 
 INTEGER_DTYPES = {"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool"}
@@ -402,5 +402,6 @@ def analyze(inputs, outputs, body, check_inits: bool = False):
     a = _Analyzer(inputs, outputs, check_inits)
     a.all_written = {eq.lhs.name for _, eq in equations(body)}
     new_body = tuple(a.nest(n, (), (i,)) for i, n in enumerate(body))
+    mark_checked(new_body)
     buffers = a.finish()
     return new_body, ProgramInfo(buffers, tuple(a.eqinfos), tuple(a.warnings))
