@@ -13,6 +13,15 @@ HEADER = "input A f32[16, 8]\ninput W f32[8]\noutput C f32[16]\n"
 GOOD = "B^{16}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx}=C^{f32,g}_{tx}+A^{f32,g}_{tx,a}*W^{f32,g}_{a};];"
 
 
+TERM = "+A^{f32,g}_{tx,a}*W^{f32,g}_{a}"
+GOOD_JSON = json.dumps({"name": "ok", "inputs": [{"name": "A", "dtype": "f32", "shape": [16, 8]},
+                                                {"name": "W", "dtype": "f32", "shape": [8]}],
+                        "outputs": [{"name": "C", "dtype": "f32", "shape": [16]}], "leir": GOOD})
+DEEP_CALLS = GOOD.replace("*W^{f32,g}_{a}", "*" + "exp(" * 200 + "W^{f32,g}_{a}" + ")" * 200)
+DEEP_NESTS = GOOD.replace("[C", "[" + "".join(f"L^{{1}}_{{z{chr(97 + k // 26)}{chr(97 + k % 26)}=0}}["
+                                               for k in range(150)) + "C", 1).replace("];", "];" * 151, 1)
+
+
 def leir(body: str, header: str = HEADER) -> str:
     return header + body + "\n"
 
@@ -135,11 +144,62 @@ CASES = [
                  "outputs": [{"name": "C", "dtype": "f32", "shape": [16]}], "leir": GOOD}),
      r"'W' is not a known tensor", 2, None),
     ("json-not-object", "t.jsonl", "[1, 2]", r"must be a JSON object", 1, 1),
+    # deep nesting: located at the first node (or bracket) past the limit
+    ("deep-calls", "t.leir", bad(DEEP_CALLS), r"nested more than 100 levels deep", 4,
+     DEEP_CALLS.index("exp(") + 4 * (101 - 5) + 1),  # nest, equation, +, * and 96 calls: the 97th is too deep
+    ("deep-chain", "t.leir", bad(GOOD.replace(TERM, TERM * 300)),
+     r"nested more than 100 levels deep", 4, GOOD.index("=C") + 2),
+    ("deep-nests", "t.leir", bad(DEEP_NESTS), r"nested more than 100 levels deep", 4,
+     DEEP_NESTS.index("L^{1}_{zdv=0}") + 1),  # the 100th inner nest ("zdv", number 99) is level 101
+    ("deep-json", "t.json", "[" * 101 + "]" * 101, r"JSON nested more than 100 levels deep", 1, 101),
+    ("deep-jsonl", "t.jsonl", GOOD_JSON + "\n" + '{"a": ' * 200 + "1" + "}" * 200, r"JSON nested more than 100", 2,
+     6 * 100 + 1),
+    # numbers: ASCII digits only, bounded
+    ("fullwidth-digit-extent", "t.leir", bad(GOOD.replace("L^{8}", "L^{８}")), r"unexpected character '８'", 4, 17),
+    ("arabic-digit-index", "t.leir", bad(GOOD.replace("W^{f32,g}_{a}", "W^{f32,g}_{٣}")),
+     r"unexpected character '٣'", 4, GOOD.index("W^") + 12),
+    ("superscript-digit-shape", "t.leir", "input A f32[16, 8²]\ninput W f32[8]\noutput C f32[16]\n" + GOOD,
+     r"shape entries must be positive integers, got '8²'", 1, 17),
+    ("devanagari-digit-shape", "t.leir", "input A f32[१६, 8]\ninput W f32[8]\noutput C f32[16]\n" + GOOD,
+     r"shape entries must be positive integers, got '१६'", 1, 13),
+    ("huge-literal", "t.leir", bad(GOOD.replace("*W", "*" + "9" * 5000 + "*W")),
+     r"integer literal 9999999999\.\.\.9999 \(5000 digits\) is out of range: at most 19 digits", 4,
+     GOOD.index("*W") + 2),
+    ("long-literal-leading-zeros", "t.leir", bad(GOOD.replace("*W", "*" + "0" * 30 + "7*W")),
+     r"integer literal 0000000000\.\.\.0007 \(31 digits\) is out of range", 4, None),
+    ("literal-above-int64", "t.leir", bad(GOOD.replace("*W", "*9223372036854775808*W")),
+     r"integer literal 9223372036854775808 is out of range", 4, None),
+    ("huge-extent", "t.leir", bad(GOOD.replace("L^{8}", "L^{" + "9" * 5000 + "}")),
+     r"loop extent 9999999999\.\.\.9999 \(5000 digits\) exceeds the limit 2147483647", 4, 17),
+    ("extent-above-int32", "t.leir", bad(GOOD.replace("L^{8}", "L^{2147483648}")),
+     r"loop extent 2147483648 exceeds the limit 2147483647", 4, 17),
+    ("huge-loop-start", "t.leir", bad(GOOD.replace("a=0", "a=" + "9" * 5000)), r"loop start .* exceeds the limit",
+     4, None),
+    ("huge-shape-header", "t.leir", "input A f32[16, " + "9" * 5000 + "]\ninput W f32[8]\noutput C f32[16]\n" + GOOD,
+     r"shape entry 9999999999\.\.\.9999 \(5000 digits\) exceeds the limit 2147483647", 1, 17),
+    ("huge-shape-json", "t.jsonl",
+     json.dumps({"name": "x", "inputs": [{"name": "A", "dtype": "f32", "shape": [16, 10**30]}], "outputs": [],
+                 "leir": GOOD}), r"each dimension of 'A' 1000000000\.\.\.0000 \(31 digits\) exceeds the limit", 1, 1),
+    ("huge-shape-json-5000", "t.jsonl",
+     '{"name": "x", "inputs": [{"name": "A", "dtype": "f32", "shape": [16, ' + "7" * 5000 + ']}], "outputs": [], '
+     '"leir": ""}', r"each dimension of 'A' 7777777777\.\.\.7777 \(5000 digits\) exceeds the limit", 1, 1),
+    # names: one pattern, every reader
+    ("program-name-space", "t.leir", "program my prog\n" + HEADER + GOOD, r"program name 'my prog' is not valid", 1, 9),
+    ("program-name-dash", "t.leir", "program -rf\n" + HEADER + GOOD, r"program name '-rf' is not valid", 1, 9),
+    ("json-name-newline", "t.json", json.dumps({"name": "a\nb", "inputs": [], "outputs": [], "leir": GOOD}),
+     r"program name 'a\\nb' is not valid: use letters, digits", 1, 1),
+    ("json-name-empty", "t.jsonl", json.dumps({"name": "", "inputs": [], "outputs": [], "leir": GOOD}),
+     r"program name '' is not valid", 1, 1),
+    ("json-name-long", "t.jsonl", json.dumps({"name": "a" * 129, "inputs": [], "outputs": [], "leir": GOOD}),
+     r"program name 'a{40}\.\.\.' is not valid", 1, 1),
+    ("json-tensor-name-newline", "t.jsonl",
+     json.dumps({"name": "x", "inputs": [{"name": "A\r", "dtype": "f32", "shape": [4]}], "outputs": [], "leir": GOOD}),
+     r"tensor name 'A\\r' must be one capital letter", 1, 1),
 ]
 
 
 def test_the_corpus_is_large_enough():
-    assert len(CASES) >= 50
+    assert len(CASES) >= 80
     assert len({c[0] for c in CASES}) == len(CASES)
 
 
@@ -203,3 +263,92 @@ def test_check_json_summary(tmp_path):
     assert roles == {"A": ("input", [16, 8]), "W": ("input", [8]), "C": ("output", [16])}
     assert s["reductions"] == [{"tensor": "C", "path": [0, 0], "axes": ["a"], "init": "0"}]
     assert s["statements"] == 1
+
+
+# --------------------------------------------------------------------------- names, positions
+
+
+def test_a_file_name_that_is_no_program_name_gives_a_valid_default_name(tmp_path):
+    from engine.leir.files import load_program, parse_program
+    path = tmp_path / "my prog (v2).leir"
+    path.write_text(leir(GOOD))
+    p = load_program(path)
+    assert p.name == "my_prog_v2_"
+    assert parse_program(p.to_leir_file(), "x.leir") == p
+    for stem, name in (("-x", "x"), (".hidden", "hidden"), ("ünï", "_n_"), ("a" * 300, "a" * 128), ("..", "program")):
+        assert parse_program(leir(GOOD), f"{stem}.leir").name == name
+
+
+@pytest.mark.parametrize("name", ["a b", "a\nb", "", "-rf", ".x", "a" * 129, "x#y", "ü", 5, None])
+def test_no_program_with_a_bad_name_can_exist(name):
+    from engine.leir.diagnostics import LeirError
+    from engine.leir.files import parse_program
+    from engine.leir.program import Program
+    good = parse_program(leir(GOOD), "ok.leir")
+    with pytest.raises(LeirError, match="program name .* is not valid"):
+        Program(name, good.inputs, good.outputs, good.body)
+    if not isinstance(name, str):  # parse_program's name=None is the default name; JSON says "must be strings"
+        return
+    with pytest.raises(LeirError, match="program name .* is not valid"):
+        parse_program(GOOD, name=name, inputs=good.inputs, outputs=good.outputs)
+    with pytest.raises(LeirError, match="program name .* is not valid") as ex:
+        parse_program(json.dumps({**good.to_json(), "name": name}), "x.json")
+    assert "\n" not in ex.value.message and (ex.value.line, ex.value.col) == (1, 1)
+
+
+def test_every_name_the_pattern_allows_round_trips():
+    from engine.leir.files import parse_program
+    good = parse_program(leir(GOOD), "ok.leir")
+    for name in ("a", "0", "_", "Matmul3D", "v2.1-final", "a" * 128, "x.y.z", "A-b_c"):
+        p = parse_program(GOOD, name=name, inputs=good.inputs, outputs=good.outputs)
+        assert parse_program(p.to_leir_file(), "x.leir") == p
+        assert parse_program(json.dumps(p.to_json()), "x.json") == p
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_errors_in_a_json_leir_string_point_at_the_character_in_the_file(indent, tmp_path):
+    """Escapes (\\n, \\", \\u00e9) take several characters in the file: the column is the file's."""
+    body = "B_{tx=0}^{16} L_{a=0}^{8} [\n  C_{tx}^{f32,g} = C_{tx}^{f32,g} + A_{tx,a}^{f32,g} * W_{a}^{f32,g} @;\n];"
+    recs = [json.loads(GOOD_JSON), {**json.loads(GOOD_JSON), "name": "caf\u00e9-ok".replace("\u00e9", "e"),
+                                    "note": "caf\u00e9 \"quoted\"", "leir": body}]
+    text = json.dumps(recs, indent=indent)
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    rc = check.run_cli(check.main, [str(path)])
+    assert rc == 2
+    from engine.leir.diagnostics import LeirError
+    from engine.leir.files import load_programs
+    with pytest.raises(LeirError, match="unexpected character '@'") as ex:
+        load_programs(path)
+    e = ex.value
+    line = text.split("\n")[e.line - 1]
+    assert line[e.col - 1] == "@", (e.line, e.col, line)
+    assert "^" in e.format().splitlines()[-1]
+
+
+def test_errors_in_a_jsonl_leir_string_point_at_the_character_in_the_line(tmp_path):
+    rec = json.loads(GOOD_JSON)
+    rec["leir"] = "B^{16}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx}=C^{f32,g}_{tx}+\u00e9;];"
+    text = GOOD_JSON + "\n" + json.dumps(rec) + "\n"  # ensure_ascii: the é is written \u00e9
+    path = tmp_path / "x.jsonl"
+    path.write_text(text)
+    from engine.leir.diagnostics import LeirError
+    from engine.leir.files import load_programs
+    with pytest.raises(LeirError, match="unexpected character 'é'") as ex:
+        load_programs(path)
+    line = text.split("\n")[1]
+    assert ex.value.line == 2 and line[ex.value.col - 1:].startswith("\\u00e9")
+
+
+def test_a_nul_byte_is_the_same_error_from_a_file_and_from_text(tmp_path):
+    from engine.leir.diagnostics import LeirError
+    from engine.leir.files import load_programs, parse_program
+    text = leir(GOOD).replace("W f32[8]", "W f32[8]\x00")
+    path = tmp_path / "x.leir"
+    path.write_text(text)
+    errors = []
+    for read in (lambda: load_programs(path), lambda: parse_program(text, str(path))):
+        with pytest.raises(LeirError, match="contains NUL bytes") as ex:
+            read()
+        errors.append(ex.value.format())
+    assert errors[0] == errors[1] and errors[0].startswith(f"{path}:2:15: error:")

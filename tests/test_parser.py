@@ -157,3 +157,31 @@ def test_random_text_never_crashes(text):
         parse_body(text)
     except LeirError as e:
         assert e.message and (e.line is None or e.line >= 1)
+
+
+# --------------------------------------------------------------------------- hostile text
+
+ONE = "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*2;];"
+
+
+@pytest.mark.parametrize("digit", ["٣", "８", "²", "𝟘", "१", "③"])
+@pytest.mark.parametrize("where", ["B^{4}", "*2", "tx=0"])
+def test_numbers_are_read_from_ascii_digits_only(digit, where):
+    text = ONE.replace(where, where[:-1] + digit)
+    with pytest.raises(LeirError, match=f"unexpected character '{digit}'") as ex:
+        parse_body(text)
+    assert text[ex.value.col - 1] == digit
+
+
+def test_redundant_parentheses_add_no_depth_and_print_once():
+    deep = ONE.replace("A^{f32,g}_{tx}", "(" * 20000 + "A^{f32,g}_{tx}" + ")" * 20000)
+    body = parse_body(deep)
+    assert body == parse_body(ONE)
+    assert body_to_str(body) == ONE.replace("A^{f32,g}_{tx}", "(A^{f32,g}_{tx})")
+
+
+def test_positions_are_those_of_the_first_character():
+    (nest,) = parse_body("B^{4}_{tx=0}[C^{f32,g}_{tx}=-(A^{f32,g}_{tx}+1)*-2;];")
+    rhs = nest.body[0].rhs                      # (-(A+1)) * (-2)
+    assert (rhs.pos.col, rhs.lhs.pos.col, rhs.lhs.operand.pos.col, rhs.rhs.pos.col) == (29, 29, 30, 49)
+    assert nest.pos.col == 1 and nest.loops[0].pos.col == 1 and nest.body[0].pos.col == 14

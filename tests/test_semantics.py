@@ -152,3 +152,85 @@ def test_make_program_is_idempotent_and_fills_inits():
     p = make_program("s", *decls, body)
     assert isinstance(p.body[0].body[0], Equation) and p.body[0].body[0].init == "0"
     assert make_program("s", *decls, p.body) == p
+
+
+# --------------------------------------------------------------------------- trees built by hand
+
+
+def _one(rhs, loops=None):
+    from engine.leir.ast import Loop, Nest, Ref, Var
+    loops = loops or (Loop("B", "tx", 16),)
+    return (Nest(loops, (Equation(Ref("C", "f32", "g", (Var("tx"),)), rhs),)),)
+
+
+DECLS = ([TensorDecl("A", "f32", (16, 8))], [TensorDecl("C", "f32", (16,))])
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda ast: _one(ast.Num("٣")), "is not a LEIR number"),
+    (lambda ast: _one(ast.Num("²")), "is not a LEIR number"),
+    (lambda ast: _one(ast.Num("1" * 5000)), "integer literal 1111111111...1111 .5000 digits. is out of range"),
+    (lambda ast: _one(ast.Num("-1")), "is not a LEIR number"),
+    (lambda ast: _one(ast.Var("a b")), "'a b' is not a valid loop variable name"),
+    (lambda ast: _one(ast.Ref("a", "f32", "g")), "tensor name 'a' must be one capital letter"),
+    (lambda ast: _one(ast.Ref("Tx", "f32", "g")), "reserved letter"),
+    (lambda ast: _one(ast.BinOp("^", ast.Num("1"), ast.Num("2"))), "unknown operator '\\^'"),
+    (lambda ast: _one(ast.Call("tanh", (ast.Num("1"),))), "unknown function 'tanh'"),
+    (lambda ast: _one(ast.Call("max", (ast.Num("1"),))), "'max' takes 2 arguments, got 1"),
+    (lambda ast: _one(ast.Num("1"), (ast.Loop("B", "tx", 2**31),)), "loop extent 2147483648 exceeds the limit"),
+    (lambda ast: _one(ast.Num("1"), (ast.Loop("B", "tx", 10**5000),)), "loop extent .an integer of 16610 bits."),
+    (lambda ast: _one(ast.Num("1"), (ast.Loop("B", "tx", True),)), "loop extent must be an integer"),
+    (lambda ast: _one(ast.Num(["1"])), "malformed Num"),
+])
+def test_hand_built_trees_that_would_not_read_back_are_rejected(make, message):
+    from engine.leir import ast
+    from engine.leir.program import Program
+    body = make(ast)
+    with pytest.raises(LeirError, match=message):
+        make_program("p", *DECLS, body)
+    with pytest.raises(LeirError, match=message):  # a Program constructed directly is checked before printing
+        Program("p", tuple(DECLS[0]), tuple(DECLS[1]), body).to_leir()
+
+
+@pytest.mark.parametrize("n", [101, 100_000])
+def test_a_hand_built_tree_too_deep_is_rejected_without_recursion(n):
+    from engine.leir.ast import BinOp, Num, Ref, Var
+    from engine.leir.limits import MAX_DEPTH
+    e = Ref("A", "f32", "g", (Var("tx"), Num("0")))
+    for _ in range(n):
+        e = BinOp("+", e, Num("1"))
+    with pytest.raises(LeirError, match=f"nested more than {MAX_DEPTH} levels deep"):
+        make_program("p", *DECLS, _one(e))
+
+
+def test_declarations_are_checked_like_the_readers_check_them():
+    from engine.leir.ast import Num, Ref, Var
+    body = _one(Ref("A", "f32", "g", (Var("tx"), Num("0"))))
+    assert make_program("p", *DECLS, body).name == "p"
+    for decl, message in ((TensorDecl("a", "f32", (16, 8)), "tensor name 'a'"),
+                          (TensorDecl("A", "f32", (16, 2**31)), "each dimension of 'A' 2147483648 exceeds the limit"),
+                          (TensorDecl("A", "f32", (16, True)), "each dimension of 'A' must be an integer"),
+                          (TensorDecl("A", "f3", (16, 8)), "unknown dtype code 'f3'")):
+        with pytest.raises(LeirError, match=message):
+            make_program("p", [decl], DECLS[1], body)
+
+
+def test_a_body_of_anything_but_loop_nests_is_rejected():
+    from engine.leir.ast import Num, Ref, Var
+    eq = Equation(Ref("C", "f32", "g", (Var("tx"),)), Num("1"))
+    with pytest.raises(LeirError, match="a program body is a sequence of loop nests, not of Equation"):
+        make_program("p", *DECLS, (eq,))
+
+
+def test_statements_are_checked_once_however_many_programs_share_them(monkeypatch):
+    from engine.leir import limits
+    p = prog("B^{16}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];"
+             "B^{16}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx};];")
+    assert all(limits._CHECKED.get(id(n)) is n for n in p.body)  # analysis marks the body it returns
+    checked = []
+    real = limits._check
+    monkeypatch.setattr(limits, "_check", lambda body: checked.append(len(body)) or real(body))
+    assert p.with_body(p.body) == p                                   # nothing new: nothing checked
+    other = parse_body("B^{16}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx}*2;];")
+    assert p.with_body((p.body[0],) + other).to_leir().endswith("*2;];")  # a neighbour: its new statement
+    assert checked == [1]

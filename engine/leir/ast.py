@@ -53,7 +53,7 @@ class Num:
 
     @property
     def is_int(self) -> bool:
-        return self.text.isdigit()
+        return self.text.isascii() and self.text.isdigit()  # isdigit alone takes '²' and '٣'
 
 
 @dataclass(frozen=True)

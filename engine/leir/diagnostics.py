@@ -4,6 +4,23 @@ from __future__ import annotations
 from typing import Optional
 
 
+def quoted(value, limit: int = 40) -> str:
+    """User text inside a one-line message: quoted, control and invisible characters escaped,
+    long text cut (a file name or a JSON string may hold anything)."""
+    text = value if isinstance(value, str) else repr(value)
+    cut = len(text) > limit
+    text = text[:limit]
+    shown = "".join(ch if ch.isprintable() and ch != "'" else ("\\'" if ch == "'" else ascii(ch)[1:-1])
+                    for ch in text)
+    return f"'{shown}{'...' if cut else ''}'"
+
+
+def _visible(text: str) -> str:
+    """A source line as printed under a message: tabs and invisible characters become spaces,
+    so the caret stays under the column it points at."""
+    return "".join(ch if ch.isprintable() else " " for ch in text)
+
+
 class LeirError(Exception):
     """An error in user input. Carries a location so the CLI can point at it; never a bug."""
 
@@ -35,7 +52,7 @@ class LeirError(Exception):
             where += f":{self.line}:{self.col or 1}"
         out = f"{where}: error: {self.message}"
         if self.line is not None and self.source is not None:
-            lines = self.source.splitlines()
+            lines = self.source.split("\n")  # the parser counts lines by "\n" alone
             if 1 <= self.line <= len(lines):
                 text = lines[self.line - 1]
                 col = max(1, min(self.col or 1, len(text) + 1))
@@ -44,7 +61,7 @@ class LeirError(Exception):
                 hi = min(len(text), col + 60)
                 snippet = ("..." if lo else "") + text[lo:hi] + ("..." if hi < len(text) else "")
                 caret = col - lo + (3 if lo else 0)
-                out += "\n    " + snippet.expandtabs(1) + "\n    " + " " * (caret - 1) + "^"
+                out += "\n    " + _visible(snippet) + "\n    " + " " * (caret - 1) + "^"
         return out
 
     def __str__(self) -> str:

@@ -3,7 +3,7 @@
 A ``.leir`` file::
 
     # comments start with '#'
-    program matmul                # optional; defaults to the file name
+    program matmul                # optional; defaults to the file name (made valid: limits.PROGRAM_NAME)
     input  A f32[512, 1024]
     input  C f32[1024, 768]
     output D f32[512, 768]        # f32[] is a scalar
@@ -13,22 +13,31 @@ A ``.leir`` file::
 The body starts at the first line that is not blank, a comment or a header line, and may
 use either superscript order, spaces and line breaks. A JSON record is the corpus format:
 ``{"name", "inputs": [{"name", "dtype", "shape"}], "outputs": [...], "leir"}``.
+
+Every reader checks what ``engine.leir.limits`` documents (names, ASCII digits, integer
+ranges, nesting depth, for JSON too) and reports anything else as a ``LeirError`` placed at
+its line and column in the file, inside a JSON string included.
 """
 from __future__ import annotations
 
+import bisect
+import functools
 import json
 import re
 from pathlib import Path
 
 from engine.leir.ast import DTYPES, Pos, TensorDecl
-from engine.leir.diagnostics import LeirError
+from engine.leir.diagnostics import LeirError, quoted
+from engine.leir.limits import (MAX_DEPTH, MAX_EXTENT, check_program_name, extent_error, program_name_from, read_int,
+                                tensor_name_error)
 from engine.leir.parser import parse_body
 from engine.leir.program import Program, make_program
 
-_HEADER = re.compile(r"^(?P<kw>[a-z]+)\b(?P<rest>.*)$")
+# header lines are ASCII: \s, \d and \b would take other scripts' spaces and digits
+_HEADER = re.compile(r"^(?P<kw>[a-z]+)\b(?P<rest>.*)$", re.ASCII)
 _DECL = re.compile(r"^\s+(?P<name>[A-Za-z][A-Za-z0-9_]*)\s*:?\s*(?P<dtype>[a-z][a-z0-9]*)\s*"
-                   r"\[(?P<shape>[^\]]*)\]\s*$")
-_NAME = re.compile(r"^\s+(?P<name>[A-Za-z0-9_.\-]+)\s*$")
+                   r"\[(?P<shape>[^\]]*)\]\s*$", re.ASCII)
+_NAME = re.compile(r"^\s+(?P<name>\S.*?)\s*$", re.ASCII)
 
 
 def _strip_comment(line: str) -> str:
@@ -37,15 +46,16 @@ def _strip_comment(line: str) -> str:
 
 
 def _parse_shape(text: str, line: int, col: int) -> tuple[int, ...]:
-    text = text.strip()
-    if not text:
+    if not text.strip():
         return ()
     dims = []
     for part in text.split(","):
         p = part.strip()
-        if not p.isdigit() or int(p) < 1:
-            raise LeirError(f"shape entries must be positive integers, got '{p}'", line, col)
-        dims.append(int(p))
+        at = col + len(part) - len(part.lstrip())
+        if not (p.isascii() and p.isdigit()) or not p.strip("0"):
+            raise LeirError(f"shape entries must be positive integers, got {quoted(p)}", line, at)
+        dims.append(read_int(p, "shape entry", MAX_EXTENT, line, at))
+        col += len(part) + 1
     return tuple(dims)
 
 
@@ -55,16 +65,14 @@ def _decl(kw: str, rest: str, lineno: int, line: str) -> TensorDecl:
     if not m:
         raise LeirError(f"expected '{kw} NAME DTYPE[d0, d1, ...]' (e.g. '{kw} A f32[16, 128]')", lineno, col)
     name, dtype = m["name"], m["dtype"]
-    ncol = line.index(name, len(kw)) + 1
-    if not re.fullmatch(r"[A-Z][a-z]*", name):
-        raise LeirError(f"tensor name '{name}' must be one capital letter followed by lowercase letters",
-                        lineno, ncol)
-    if name[0] in "LPVBUT":
-        raise LeirError(f"tensor name '{name}' starts with a reserved letter (L, P, V, B, U, T)", lineno, ncol)
+    ncol = len(kw) + m.start("name") + 1
+    msg = tensor_name_error(name)
+    if msg:
+        raise LeirError(msg, lineno, ncol)
     if dtype not in DTYPES:
         raise LeirError(f"unknown dtype code '{dtype}' (expected one of {', '.join(DTYPES)})",
-                        lineno, line.index(dtype, ncol - 1 + len(name)) + 1)
-    shape = _parse_shape(m["shape"], lineno, line.index("[") + 2)
+                        lineno, len(kw) + m.start("dtype") + 1)
+    shape = _parse_shape(m["shape"], lineno, len(kw) + m.start("shape") + 1)
     return TensorDecl(name, dtype, shape, pos=Pos(lineno, ncol))
 
 
@@ -77,7 +85,7 @@ def parse_leir_file(text: str, filename: str = "<input>") -> Program:
 
 
 def _parse_leir_file(text: str, filename: str) -> Program:
-    name = Path(filename).stem if filename != "<input>" else "program"
+    name = program_name_from(Path(filename).stem) if filename != "<input>" else "program"
     inputs, outputs = [], []
     lines = text.split("\n")
     body_start = None
@@ -94,7 +102,7 @@ def _parse_leir_file(text: str, filename: str) -> Program:
             nm = _NAME.match(rest)
             if not nm:
                 raise LeirError("expected 'program NAME'", i, len(kw) + 2)
-            name = nm["name"]
+            name = check_program_name(nm["name"], i, len(kw) + nm.start("name") + 1)
         elif kw in ("input", "output"):
             d = _decl(kw, rest, i, line)
             (inputs if kw == "input" else outputs).append(d)
@@ -118,6 +126,46 @@ def _parse_leir_file(text: str, filename: str) -> Program:
 # --------------------------------------------------------------------------- JSON
 
 
+class _HugeInt:
+    """A JSON integer too long to convert (``int`` refuses over 4,300 digits): never a valid
+    shape entry, shown shortened in messages."""
+
+    def __init__(self, digits: str):
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"{self.digits[:10]}...{self.digits[-4:]} ({len(self.digits)} digits)"
+
+
+def _json_int(digits: str):
+    return int(digits) if len(digits) <= 40 else _HugeInt(digits)
+
+
+# a JSON string (to its end, or the end of the text when unterminated) or a bracket
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\(?:.|\Z))*(?:"|\Z)|[\[\]{}]', re.S)  # linear: no backtracking
+
+
+def loads_json(text: str, line: int = 1):
+    """``json.loads`` for user files: containers nest at most ``MAX_DEPTH`` deep (the decoder
+    recurses), integers too long for ``int`` become ``_HugeInt`` (never a valid number), and
+    every error is a ``LeirError`` placed as if ``text`` started on ``line``."""
+    depth = 0
+    for m in _JSON_TOKENS.finditer(text):
+        ch = m.group()[0]
+        if ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                before = text[:m.start()]
+                raise LeirError(f"JSON nested more than {MAX_DEPTH} levels deep (a program record needs 4)",
+                                line + before.count("\n"), m.start() - (before.rfind("\n") + 1) + 1)
+        elif ch in "]}":
+            depth -= 1
+    try:
+        return json.loads(text, parse_int=_json_int)
+    except json.JSONDecodeError as ex:
+        raise LeirError(f"invalid JSON: {ex.msg}", line + ex.lineno - 1, ex.colno) from None
+
+
 def _json_decls(rec: dict, key: str, line: int) -> list[TensorDecl]:
     items = rec.get(key)
     if not isinstance(items, list):
@@ -127,20 +175,32 @@ def _json_decls(rec: dict, key: str, line: int) -> list[TensorDecl]:
         if not (isinstance(it, dict) and isinstance(it.get("name"), str) and isinstance(it.get("dtype"), str)
                 and isinstance(it.get("shape"), list)):
             raise LeirError(f"each entry of '{key}' needs a string 'name', a string 'dtype' and a list "
-                            f"'shape', got {json.dumps(it)[:80]}", line, 1)
+                            f"'shape', got {quoted(json.dumps(it, default=repr), 80)}", line, 1)
+        name = it["name"]
+        msg = tensor_name_error(name)
+        if msg:
+            raise LeirError(msg, line, 1)
         if it["dtype"] not in DTYPES:
-            raise LeirError(f"unknown dtype code '{it['dtype']}' for '{it['name']}' "
+            raise LeirError(f"unknown dtype code {quoted(it['dtype'])} for '{name}' "
                             f"(expected one of {', '.join(DTYPES)})", line, 1)
-        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in it["shape"]):
-            raise LeirError(f"shape of '{it['name']}' must be positive integers, got {it['shape']}", line, 1)
-        if not re.fullmatch(r"[A-Z][a-z]*", it["name"]) or it["name"][0] in "LPVBUT":
-            raise LeirError(f"'{it['name']}' is not a valid LEIR tensor name", line, 1)
-        out.append(TensorDecl(it["name"], it["dtype"], tuple(it["shape"]), pos=Pos(line, 1)))
+        for n in it["shape"]:
+            if isinstance(n, _HugeInt):
+                raise LeirError(f"each dimension of '{name}' {n!r} exceeds the limit {MAX_EXTENT} (2**31-1)",
+                                line, 1)
+            if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+                raise LeirError(f"shape of '{name}' must be positive integers, got {quoted(it['shape'], 80)}",
+                                line, 1)
+            msg = extent_error(n, f"each dimension of '{name}'")
+            if msg:
+                raise LeirError(msg, line, 1)
+        out.append(TensorDecl(name, it["dtype"], tuple(it["shape"])))
     return out
 
 
-def program_from_json(rec, line: int = 1, col_of_leir: int = 0) -> Program:
-    """A ``Program`` from a JSON record (positions in its LEIR text are shifted by ``col_of_leir``)."""
+def program_from_json(rec, line: int = 1, col_of_leir: int = 0, *, locate=None) -> Program:
+    """A ``Program`` from a JSON record on ``line``. Errors in its LEIR text are placed with
+    ``locate`` ((line, col) in the LEIR text -> (line, col) in the file), by default as if the
+    text started on ``line`` at column ``col_of_leir + 1``; other errors are placed on ``line``."""
     if not isinstance(rec, dict):
         raise LeirError("a program record must be a JSON object", line, 1)
     missing = [k for k in ("name", "inputs", "outputs", "leir") if k not in rec]
@@ -148,35 +208,103 @@ def program_from_json(rec, line: int = 1, col_of_leir: int = 0) -> Program:
         raise LeirError(f"program record is missing {', '.join(repr(k) for k in missing)}", line, 1)
     if not isinstance(rec["name"], str) or not isinstance(rec["leir"], str):
         raise LeirError("'name' and 'leir' must be strings", line, 1)
+    check_program_name(rec["name"], line, 1)
     inputs = _json_decls(rec, "inputs", line)
     outputs = _json_decls(rec, "outputs", line)
     if not outputs:
         raise LeirError("'outputs' is empty: a program writes at least one known tensor", line, 1)
+    if locate is None:
+        locate = functools.partial(_shifted, line=line, col=col_of_leir)
     try:
         body = parse_body(rec["leir"])
         prog = make_program(rec["name"], inputs, outputs, body)
     except LeirError as e:
-        raise _shift(e, line, col_of_leir)
+        raise _place(e, locate, line)
     for w in prog.info.warnings:
-        _shift(w, line, col_of_leir)
+        _place(w, locate, line)
     return prog
 
 
-def _shift(e: LeirError, line: int, col: int) -> LeirError:
-    """Move a position inside an embedded LEIR string to its place in the JSON file."""
-    if e.line is not None:
-        if e.line == 1:
-            e.col = (e.col or 1) + col
-        e.line += line - 1
-    else:
+def _place(e: LeirError, locate, line: int) -> LeirError:
+    """Move a position inside an embedded LEIR string to its place in the JSON file (an error
+    without one, about a declaration, goes to the record's line)."""
+    if e.line is None:
         e.line, e.col = line, 1
+    else:
+        e.line, e.col = locate(e.line, e.col or 1)
     return e
 
 
-def _leir_col(line_text: str) -> int:
-    """Column offset of the LEIR string's first character in a JSON line (0 if not found)."""
-    m = re.search(r'"leir"\s*:\s*"', line_text)
-    return m.end() if m else 0
+def _shifted(l: int, c: int, line: int, col: int) -> tuple[int, int]:
+    return (line, c + col) if l == 1 else (line + l - 1, c)
+
+
+class _JsonText:
+    """A JSON text (a file, or one line of a ``.jsonl`` file), with what placing an error needs:
+    its line starts and the ``"leir": "..."`` string literals it holds."""
+
+    def __init__(self, text: str, first_line: int = 1):
+        self.text, self.first_line = text, first_line
+        self.newlines = [m.start() for m in re.finditer("\n", text)]
+        self.quotes = [m.end() - 1 for m in re.finditer(r'"leir"\s*:\s*"', text)]
+
+    def position(self, i: int) -> tuple[int, int]:
+        """(line, col) of offset ``i``."""
+        k = bisect.bisect_left(self.newlines, i)
+        return self.first_line + k, i - (self.newlines[k - 1] + 1 if k else 0) + 1
+
+    def leir_string(self, value: str, prefer: int):
+        """The literal holding ``value``: the ``prefer``-th ``"leir": "..."`` if it does, else the
+        first that does; None when none does (placement then falls back to the record's line)."""
+        decoder = json.JSONDecoder()
+        for q in ([self.quotes[prefer]] if prefer < len(self.quotes) else []) + self.quotes:
+            try:
+                if decoder.raw_decode(self.text, q)[0] == value:
+                    return _LeirString(self, q)
+            except ValueError:
+                continue
+        return None
+
+
+class _LeirString:
+    """A record's ``"leir"`` string literal in its file: maps a (line, col) of the LEIR text to
+    the file's, exactly (escapes such as ``\\n``, ``\\"`` or ``\\u00e9`` take several characters)."""
+
+    def __init__(self, where: _JsonText, quote: int):
+        self.where, self.quote = where, quote
+
+    def __call__(self, line: int, col: int) -> tuple[int, int]:
+        text, i = self.where.text, self.quote + 1
+        for _ in range(line - 1):
+            nl = self._decoded_newline(i)
+            if nl is None:
+                break
+            i = nl
+        for _ in range(col - 1):
+            if i >= len(text) or text[i] == '"':
+                break
+            i = self._next(i)
+        return self.where.position(i)
+
+    def _next(self, i: int) -> int:
+        """Offset of the character after the (possibly escaped) one at ``i``."""
+        text = self.where.text
+        if text[i] != "\\":
+            return i + 1
+        if text[i + 1:i + 2] != "u":
+            return i + 2
+        if 0xD800 <= int(text[i + 2:i + 6], 16) < 0xDC00 and text[i + 6:i + 8] == "\\u":
+            return i + 12  # a surrogate pair decodes to one character
+        return i + 6
+
+    def _decoded_newline(self, i: int):
+        """Offset just after the next decoded newline (a raw one cannot occur in JSON), or None."""
+        text = self.where.text
+        while i < len(text) and text[i] != '"':
+            if text.startswith("\\n", i) or text.startswith("\\u000a", i) or text.startswith("\\u000A", i):
+                return self._next(i)
+            i = self._next(i)
+        return None
 
 
 def parse_json_text(text: str, filename: str = "<input>") -> list[Program]:
@@ -195,37 +323,27 @@ def _parse_json_text(text: str, filename: str) -> list[Program]:
     return progs
 
 
+def _record(rec, where: _JsonText, nth: int) -> Program:
+    leir = rec.get("leir") if isinstance(rec, dict) else None
+    literal = where.leir_string(leir, nth) if isinstance(leir, str) else None
+    line = literal(1, 1)[0] if literal is not None else where.first_line
+    return program_from_json(rec, line, locate=literal)
+
+
 def _parse_json_records(text: str, filename: str) -> list[Program]:
     if filename.endswith(".jsonl"):
         progs = []
         for i, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as ex:
-                raise LeirError(f"invalid JSON: {ex.msg}", i, ex.colno) from None
-            progs.append(program_from_json(rec, i, _leir_col(line)))
+            progs.append(_record(loads_json(line, i), _JsonText(line, i), 0))
         if not progs:
             raise LeirError("empty program file: no JSON records", 1, 1)
         return progs
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as ex:
-        raise LeirError(f"invalid JSON: {ex.msg}", ex.lineno, ex.colno) from None
+    data = loads_json(text)
     recs = data if isinstance(data, list) else [data]
-    lines = text.split("\n")
-    out = []
-    for rec in recs:
-        # locate the record's "leir" line for positions (best effort: n-th occurrence)
-        line = 1
-        col = 0
-        idx = len(out)
-        hits = [j for j, l in enumerate(lines, start=1) if re.search(r'"leir"\s*:', l)]
-        if idx < len(hits):
-            line = hits[idx]
-            col = _leir_col(lines[line - 1])
-        out.append(program_from_json(rec, line, col))
+    where = _JsonText(text)
+    out = [_record(rec, where, n) for n, rec in enumerate(recs)]
     if not out:
         raise LeirError("empty program file: no JSON records", 1, 1)
     return out
@@ -243,15 +361,19 @@ def read_text(path: str | Path) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as ex:
-        before = data[: ex.start]
-        line = before.count(b"\n") + 1
-        col = ex.start - (before.rfind(b"\n") + 1) + 1
+        before = data[: ex.start].decode("utf-8")  # valid up to the first bad byte
+        line = before.count("\n") + 1
+        col = len(before) - (before.rfind("\n") + 1) + 1
         raise LeirError("not a text file (invalid UTF-8); expected a .leir, .json or .jsonl program",
                         line, col, file=str(path)) from None
-    if "\x00" in text:
-        line = text[: text.index("\x00")].count("\n") + 1
-        raise LeirError("not a text file (contains NUL bytes)", line, 1, file=str(path))
     return text
+
+
+def _check_text(text: str) -> None:
+    if "\x00" in text:
+        before = text[: text.index("\x00")]
+        raise LeirError("not a text file (contains NUL bytes)", before.count("\n") + 1,
+                        len(before) - (before.rfind("\n") + 1) + 1)
 
 
 PROGRAM_SUFFIXES = (".leir", ".json", ".jsonl")
@@ -276,10 +398,15 @@ def parse_program(text: str, filename: str = "<input>", *, name: str | None = No
     ``.json`` / ``.jsonl`` names and text starting with ``{`` or ``[``, records), or, with
     ``inputs`` and ``outputs`` given (``TensorDecl`` or ``{name, dtype, shape}``), a bare body
     named ``name``. ``many``: a list of every program the text holds."""
+    try:
+        _check_text(text)
+    except LeirError as e:
+        raise e.located(filename, text) from None
     if inputs is not None or outputs is not None:
+        check_program_name("program" if name is None else name)
         decls = [_as_decl(d) for d in inputs or ()], [_as_decl(d) for d in outputs or ()]
         try:
-            prog = make_program(name or "program", decls[0], decls[1], parse_body(text))
+            prog = make_program("program" if name is None else name, decls[0], decls[1], parse_body(text))
         except LeirError as e:
             raise e.located(filename, text) from None
         return [prog] if many else prog

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from engine.leir.ast import Nest, TensorDecl
+from engine.leir.limits import check_program_name
 from engine.leir.printer import body_to_str, item_to_str
 from engine.leir.semantics import ProgramInfo, analyze
 
@@ -13,7 +14,8 @@ from engine.leir.semantics import ProgramInfo, analyze
 class Program:
     """A checked LEIR program: known tensors plus a body whose inits are explicit.
 
-    Build it with ``make_program``; the constructor alone does not check anything.
+    Build it with ``make_program``; the constructor alone checks only the name (the body is
+    analysed, and so checked, on first use of ``info``).
     """
 
     name: str
@@ -22,6 +24,11 @@ class Program:
     body: tuple[Nest, ...]
     _info: ProgramInfo | None = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self):
+        # the name is written into 'program NAME' headers and file names: every Program can be
+        # written to a .leir file and read back (limits.PROGRAM_NAME)
+        check_program_name(self.name)
+
     @property
     def info(self) -> ProgramInfo:
         if self._info is None:  # constructed directly: analyse on first use
@@ -29,9 +36,15 @@ class Program:
             object.__setattr__(self, "_info", info)
         return self._info
 
+    def _checked_body(self):
+        """The body, analysed first if this Program was constructed directly: nothing unchecked
+        (too deep, malformed) reaches the printer."""
+        _ = self.info
+        return self.body
+
     @cached_property
     def leir(self) -> str:
-        return body_to_str(self.body)
+        return body_to_str(self._checked_body())
 
     def to_leir(self) -> str:
         """Canonical Step-TP text of the body."""
@@ -59,7 +72,7 @@ class Program:
         lines += [f"input  {d.name:<{width}} {d.dtype}{shape(d.shape)}" for d in self.inputs]
         lines += [f"output {d.name:<{width}} {d.dtype}{shape(d.shape)}" for d in self.outputs]
         lines.append("")
-        lines += [item_to_str(n) for n in self.body]
+        lines += [item_to_str(n) for n in self._checked_body()]
         return "\n".join(lines) + "\n"
 
 

@@ -13,8 +13,9 @@ from typing import Optional
 
 from engine.leir.ast import (DTYPES, BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, TensorDecl, Unary,
                   Var, equations, loop_vars, walk)
-from engine.leir.diagnostics import LeirError
+from engine.leir.diagnostics import LeirError, quoted
 from engine.leir.intervals import Env, Interval, NotAffine, interval, refine
+from engine.leir.limits import check_tree, extent_error, mark_checked, tensor_name_error
 from engine.leir.printer import expr_to_str, ref_to_str
 
 INTEGER_DTYPES = {"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool"}
@@ -130,12 +131,17 @@ class _Analyzer:
         self.known: dict[str, tuple[TensorDecl, str]] = {}
         for role, decls in (("input", inputs), ("output", outputs)):
             for d in decls:
+                msg = tensor_name_error(d.name)
+                if msg:
+                    raise _err(msg, d)
                 if d.name in self.known:
                     raise _err(f"tensor '{d.name}' is declared twice", d)
                 if d.dtype not in DTYPES:
-                    raise _err(f"unknown dtype code '{d.dtype}' for '{d.name}'", d)
-                if any((not isinstance(s, int)) or s < 1 for s in d.shape):
-                    raise _err(f"shape of '{d.name}' must be positive integers, got {list(d.shape)}", d)
+                    raise _err(f"unknown dtype code {quoted(d.dtype)} for '{d.name}'", d)
+                for s in d.shape:
+                    msg = extent_error(s, f"each dimension of '{d.name}'")
+                    if msg:
+                        raise _err(msg, d)
                 self.known[d.name] = (d, role)
         self.written: set[str] = set()
         self.first_seen: dict[str, Ref] = {}       # intermediates: first occurrence (dtype/scope)
@@ -390,10 +396,12 @@ def analyze(inputs, outputs, body, check_inits: bool = False):
     With ``check_inits`` the inits carried by ``body`` must equal those its text implies;
     rewrites use this to prove that printing their result does not change its meaning.
     """
-    a = _Analyzer(inputs, outputs, check_inits)
     if not body:
         raise LeirError("empty program: expected at least one loop nest")
+    check_tree(body)  # well formed and at most MAX_DEPTH deep: everything below may recurse
+    a = _Analyzer(inputs, outputs, check_inits)
     a.all_written = {eq.lhs.name for _, eq in equations(body)}
     new_body = tuple(a.nest(n, (), (i,)) for i, n in enumerate(body))
+    mark_checked(new_body)
     buffers = a.finish()
     return new_body, ProgramInfo(buffers, tuple(a.eqinfos), tuple(a.warnings))
