@@ -15,38 +15,26 @@ from pathlib import Path
 
 from engine.leir.cli import run_cli
 from engine.leir.diagnostics import LeirError
-from engine.leir.files import load_program, read_text, write_atomic
+from engine.leir.files import load_program, loads_json, read_text, write_atomic
 from engine.rewrite.engine import Engine, StepError
 from engine.rewrite.steps import Step
 
 
 def read_steps(path: str, many: bool) -> list[tuple[int, dict]]:
-    """(line, record) of each step in a JSON file (one object) or a JSON-lines file."""
+    """(line, record) of each step in a JSON file (one object; with ``many`` also a list) or a
+    JSON-lines file. Read like every user file (``loads_json``: bounded depth and integers)."""
     text = read_text(path)
-    if not many:
-        try:
-            rec = json.loads(text)
-        except json.JSONDecodeError as ex:
-            raise LeirError(f"invalid JSON: {ex.msg}", ex.lineno, ex.colno, file=path) from None
-        if isinstance(rec, list):
-            raise LeirError("--step takes one step object; use --steps for a list", 1, 1, file=path)
-        return [(1, rec)]
-    out = []
-    stripped = text.lstrip()
-    if stripped.startswith("["):          # a JSON list of steps is accepted too
-        try:
-            recs = json.loads(text)
-        except json.JSONDecodeError as ex:
-            raise LeirError(f"invalid JSON: {ex.msg}", ex.lineno, ex.colno, file=path) from None
-        return [(1, r) for r in recs]
-    for i, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append((i, json.loads(line)))
-        except json.JSONDecodeError as ex:
-            raise LeirError(f"invalid JSON: {ex.msg}", i, ex.colno, file=path, source=text) from None
-    return out
+    try:
+        if not many:
+            rec = loads_json(text)
+            if isinstance(rec, list):
+                raise LeirError("--step takes one step object; use --steps for a list", 1, 1)
+            return [(1, rec)]
+        if text.lstrip().startswith("["):          # a JSON list of steps is accepted too
+            return [(1, r) for r in loads_json(text)]
+        return [(i, loads_json(line, i)) for i, line in enumerate(text.split("\n"), 1) if line.strip()]
+    except LeirError as e:
+        raise e.located(path, text) from None
 
 
 def main(argv=None) -> int:

@@ -187,3 +187,12 @@ def test_apply_cli_step_that_does_not_apply_is_a_located_error(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     r = run("engine.apply", str(SOFTMAX), "--step", str(tmp_path / "bad.json"))
     assert r.returncode == 2 and "bad.json:1:2: error: invalid JSON" in r.stderr
+
+
+def test_apply_cli_reads_hostile_step_files_cleanly(tmp_path):
+    (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
+    (tmp_path / "huge.jsonl").write_text('{"rule": "loop_split", "site": [' + "9" * 5000 + '], "params": {}}\n')
+    for name, flag in (("deep.json", "--step"), ("huge.jsonl", "--steps")):
+        r = run("engine.apply", str(SOFTMAX), flag, str(tmp_path / name))
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert f"{name}:1:" in r.stderr and ": error: " in r.stderr

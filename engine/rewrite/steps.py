@@ -105,7 +105,7 @@ class Step:
             raise LeirError("step 'rule' must be a string")
         if not isinstance(site, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool)
                                                           and i >= 0 for i in site):
-            raise LeirError(f"step 'site' must be a list of non-negative integers, got {json.dumps(site)[:60]}")
+            raise LeirError(f"step 'site' must be a list of non-negative integers, got {str(site)[:60]}")
         if not isinstance(params, Mapping):
             raise LeirError("step 'params' must be an object")
         alts = tuple((a.get("strategy", ""), a.get("category", ""), a["rule"], tuple(a["site"]),
