@@ -76,11 +76,17 @@ def _is_generic(text: str) -> bool:
     return any(re.fullmatch(claims._template_regex(g), body) for g in cot.GENERIC)
 
 
+PER_RULE = 20      # steps of each rule checked (the first ones, in program and enumeration order)
+
+
 def test_every_strategy_has_a_specific_trace_whose_claims_hold():
     if not corpus_records():
         pytest.skip("corpus not available")
-    seen, problems = set(), []
+    seen, problems, per_rule = set(), [], {}
     for p, s in steps():
+        per_rule[s.rule] = per_rule.get(s.rule, 0) + 1
+        if per_rule[s.rule] > PER_RULE:
+            continue
         text = trace(p, s)
         assert text.startswith(f"The strategy {s.strategy.replace('_', ' ')} is used on the given IR: it "
                                f"{description(s.strategy).rstrip('.')}. Under the given IR, ")
