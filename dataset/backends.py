@@ -33,6 +33,7 @@ class LocalBackend:
     def __init__(self, workers: int, log=None):
         self.workers = max(1, int(workers))
         self.log = log
+        self._started: list = []
 
     def run(self, tasks: list[tuple[str, dict]], options: dict, on_result: Callable[[str, dict], None]) -> None:
         from engine.leir.procs import WorkerFailed
@@ -88,14 +89,32 @@ class LocalBackend:
                 while spare.qsize() < n:
                     spare.put(self._start())
         finally:
-            for p in procs:
-                p.kill()
-            while not spare.empty():
-                spare.get().kill()
+            _stop_all(self._started)
 
     def _start(self):
         from engine.leir.procs import WorkerProcess
-        return WorkerProcess("dataset.worker", (), stderr=self.log)
+        w = WorkerProcess("dataset.worker", (), stderr=self.log)
+        self._started.append(w)
+        return w
+
+
+def _stop_all(workers: list, grace: float = 10.0) -> None:
+    """End workers the polite way first: closing its socket ends a worker's serve loop, which
+    closes its Verifier (and that process) before it exits; a kill for any still there after
+    ``grace`` seconds."""
+    import subprocess
+    import time
+    for w in workers:
+        try:
+            w.conn.close()
+        except OSError:
+            pass
+    end = time.monotonic() + grace
+    for w in workers:
+        try:
+            w.proc.wait(max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            w.kill()
 
 
 class RayBackend:

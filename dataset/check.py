@@ -1,7 +1,8 @@
 """``python -m dataset.check OUT``: re-derive a generated dataset and report every disagreement.
 
 * every file against its schema (``dataset.schema``), the dataset card's configs against the
-  Parquet copies, and the Parquet copies against the JSON-lines files, row for row;
+  Parquet copies, and the Parquet copies against the JSON-lines files, row for row; each config
+  loaded with ``datasets`` (when installed);
 * every row: its id, its difficulty from the rule block, its transformed program replayed
   through ``Engine.apply`` (byte for byte), its TIR text regenerated, every claim of its
   chain-of-thought re-derived from the step and the two programs (``dataset.claims``);
@@ -112,6 +113,35 @@ def check_card_and_parquet(out: Path, data: dict, report: Report) -> None:
                 report.add(rel, f"{bad} row(s) differ from {name}")
             else:
                 report.ok("parquet rows", len(table))
+
+
+def check_datasets_load(out: Path, data: dict, report: Report) -> None:
+    """``datasets.load_dataset(OUT, config)`` gives each config's splits with the rows of its
+    JSON-lines file (when ``datasets`` is installed; a fresh cache, so nothing stale is read)."""
+    try:
+        import datasets
+    except ImportError:
+        report.ok("datasets load checks skipped (datasets not installed)", 0)
+        return
+    import tempfile
+
+    from .schema import CONFIGS
+    datasets.disable_progress_bars()
+    with tempfile.TemporaryDirectory() as cache:
+        for config, name in CONFIGS.items():
+            want = Counter(r.get("split") for r in data.get(name, []))
+            if not want:
+                continue
+            try:
+                ds = datasets.load_dataset(str(out), config, cache_dir=cache)
+            except Exception as e:    # whatever datasets raises is the disagreement to report
+                report.add("README.md", f"datasets cannot load config '{config}': {type(e).__name__}: {e}"[:300])
+                continue
+            got = {k: len(v) for k, v in ds.items()}
+            if got != dict(want):
+                report.add("README.md", f"datasets loads config '{config}' as {got}, {name} has {dict(want)}")
+            else:
+                report.ok("configs loaded with datasets")
 
 
 def _norm(x):
@@ -381,6 +411,7 @@ def check(out: Path, sample: int = 20, progress: bool = True) -> Report:
         report.add("stats.json", f"unreadable: {e}")
     check_schemas(out, data, report)
     check_card_and_parquet(out, data, report)
+    check_datasets_load(out, data, report)
     rows = data["rows.jsonl"]
     options = (data.get("stats.json") or {}).get("job", {})
     rc = RowChecker(report)
