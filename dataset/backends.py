@@ -134,8 +134,13 @@ class RayBackend:
         if not ray.is_initialized():
             if self.address:
                 ray.init(address=self.address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=self.workers, log_to_driver=False, include_dashboard=False)
+            else:       # a local instance; its workers import this checkout like the driver does
+                import os
+                from pathlib import Path
+                root = str(Path(__file__).resolve().parent.parent)
+                path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+                ray.init(num_cpus=self.workers, log_to_driver=False, include_dashboard=False,
+                         runtime_env={"env_vars": {"PYTHONPATH": path}})
             started = True
         try:
             remote = ray.remote(max_retries=2, retry_exceptions=False)(run_remote)

@@ -235,3 +235,48 @@ def test_ray_backend_gives_the_local_output(sources, reference, tmp_path):
     finally:
         ray.shutdown()
     assert outputs(tmp_path) == outputs(reference)
+
+
+KERNELBENCH = '''import torch
+import torch.nn as nn
+
+batch_size = 4
+dim = 8
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_workloads_kernelbench_files_and_cuda_source(tmp_path):
+    src = tmp_path / "kb"
+    src.mkdir()
+    (src / "scaled_relu.py").write_text(KERNELBENCH)
+    (src / "broken.py").write_text("import torch\nclass Model(:\n")
+    out = tmp_path / "out"
+    assert generate.main([str(src), "--workloads", "Softsign", "--shapes", "test", "-o", str(out),
+                          "--per-program", "2", "--target", "cuda"]) == 0
+    rows = lines(out, "rows.jsonl")
+    names = {r["program"]["name"] for r in rows}
+    assert names == {"scaled_relu", "Softsign"}
+    wl = next(r for r in rows if r["program"]["name"] == "Softsign")
+    assert wl["origin"]["kind"] == "workload" and json.loads(wl["origin"]["shapes"]) == {"B": 4, "D": 64}
+    assert all(r["tir"]["target"] == "cuda" and "__global__" in r["cuda"]["original"]
+               and "__global__" in r["cuda"]["transformed"] for r in rows)
+    assert all(r["verification"]["target"] == "llvm" for r in rows)         # no CUDA device here: the CPU
+    notes = lines(out, "skipped.jsonl")
+    assert [n["reason"] for n in notes] == ["bad source"] and "broken.py:2" in notes[0]["message"]
+    assert checker.check(out, sample=1, progress=False).problems == []
