@@ -8,7 +8,14 @@ from collections import Counter
 from dataset import prompts
 from dataset.assemble import held_out_types, preference_pairs
 from dataset.difficulty import bucket_of, difficulty, mix, score
-from dataset.filtering import EXPANSION, SIMPLIFICATION, MultiFilter, keep_single, multi_subsets, unit_hash
+from dataset.filtering import (
+    EXPANSION,
+    SIMPLIFICATION,
+    MultiFilter,
+    keep_single,
+    multi_subsets,
+    unit_hash,
+)
 
 PROGRAM = {"name": "Gemm_Swish", "leir": "L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};];",
            "inputs": [{"name": "A", "dtype": "f32", "shape": [728, 2022]},
@@ -136,3 +143,36 @@ def test_preference_pairs_pair_clearly_faster_with_slower():
     assert p["prompt"][0]["content"] == prompts.single_prompt(PROGRAM)
     assert json.loads(prompts.split_answer(p["chosen"][0]["content"])[1])["transformed_IR"] == "T0;"
     assert preference_pairs([_timed(0, 1.0, 0.6), _timed(1, 2.0, 0.6)]) == []                 # spreads overlap
+
+
+def test_per_program_sample_is_seeded_and_spread_over_strategies():
+    import random
+    from types import SimpleNamespace
+
+    from dataset.task import stratified_sample
+    steps = [SimpleNamespace(strategy=s, i=i) for i, s in enumerate(["a"] * 20 + ["b"] * 3 + ["c"] * 7)]
+    pick = stratified_sample(steps, 9, random.Random("0:key"))
+    assert Counter(s.strategy for s in pick) == {"a": 3, "b": 3, "c": 3}
+    assert [s.i for s in pick] == sorted(s.i for s in pick)                  # enumeration order kept
+    assert pick == stratified_sample(steps, 9, random.Random("0:key"))
+    assert pick != stratified_sample(steps, 9, random.Random("1:key"))
+    assert len(stratified_sample(steps, 29, random.Random(0))) == 29
+    assert stratified_sample(steps, None, random.Random(0)) == steps
+
+
+def test_journal_commits_whole_files_and_refuses_another_jobs_options(tmp_path):
+    import pytest
+
+    from dataset.journal import Journal
+    from engine import LeirError
+    j = Journal(tmp_path)
+    j.open({"seed": 0})
+    j.commit("t1", {"rows": [1]})
+    assert j.done("t1") and not j.done("t2") and j.load("t1") == {"rows": [1]}
+    (j.tasks / ".t2.json.tmp123").write_text('{"rows": [')      # what a kill mid-write leaves
+    j.clean_partial()
+    assert sorted(p.name for p in j.tasks.iterdir()) == ["t1.json"]
+    with pytest.raises(LeirError, match="differ in: seed"):
+        Journal(tmp_path).open({"seed": 1})
+    Journal(tmp_path).open({"seed": 1}, restart=True)
+    assert not Journal(tmp_path).done("t1")

@@ -67,10 +67,15 @@ def run_generate(sources: Path, out: Path, *extra: str) -> None:
     assert generate.main([str(sources), "-o", str(out), *ARGS, *extra]) == 0
 
 
+REFERENCE_SECONDS: list[float] = []
+
+
 @pytest.fixture(scope="module")
 def reference(sources, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("reference")
+    t0 = time.perf_counter()
     run_generate(sources, out, "--workers", "1")
+    REFERENCE_SECONDS.append(time.perf_counter() - t0)
     return out
 
 
@@ -158,24 +163,34 @@ def test_every_config_loads_with_datasets(reference, tmp_path, monkeypatch):
 
 
 def test_sigkill_at_random_moments_then_resume_gives_the_uninterrupted_output(sources, reference, tmp_path):
-    """Also the worker-count test: the killed and resumed job runs 2 workers, the reference 1."""
+    """Also the worker-count test: the killed and resumed job runs 2 workers, the reference 1.
+
+    First kill: at a random moment within the reference run's duration (often before any task
+    finished); second kill: a random moment after the journal holds a task (mid-job, some work
+    committed, some in flight). Then the same command runs to the end."""
     rng = random.Random(11)
     cmd = [sys.executable, "-m", "dataset.generate", str(sources), "-o", str(tmp_path), *ARGS, "--workers", "2"]
-    kills = 0
-    for _ in range(2):
+    tasks = tmp_path / ".journal" / "tasks"
+    kills = []
+    for attempt in range(2):
         proc = subprocess.Popen(cmd, env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            proc.wait(timeout=rng.uniform(3.0, 10.0))
-        except subprocess.TimeoutExpired:
+        if attempt == 0:
+            deadline = time.monotonic() + rng.uniform(0.2, 0.8) * REFERENCE_SECONDS[0]
+        else:
+            before = len(list(tasks.glob("*.json"))) if tasks.exists() else 0
+            while proc.poll() is None and (len(list(tasks.glob("*.json"))) if tasks.exists() else 0) <= before:
+                time.sleep(0.05)
+            deadline = time.monotonic() + rng.uniform(0.0, 1.0)
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-            kills += 1
-        else:
-            break
-    assert kills >= 1
-    time.sleep(0.5)
+            kills.append(len(list(tasks.glob("*.json"))) if tasks.exists() else 0)
+    assert kills, "the job finished before it could be killed"
     done = subprocess.run(cmd, env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
+    assert not list(tasks.glob(".*"))                       # no temporary journal file left behind
     assert outputs(tmp_path) == outputs(reference)
 
 
