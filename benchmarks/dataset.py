@@ -60,7 +60,7 @@ def main() -> int:
         src.write_text("".join(json.dumps(r) + "\n" for r in pick_programs(args.programs)))
         out = d / "out"
         p, cpu, wall = run_timed([sys.executable, "-m", "dataset.generate", str(src), "-o", str(out),
-                                  "--per-program", str(args.per_program), "--max-points", "16384", "--shrink",
+                                  "--per-program", str(args.per_program), "--shrink", "--max-points", "16384",
                                   "--workers", "1", "--no-plots"], env)
         if p.returncode != 0:
             print(p.stderr, file=sys.stderr)

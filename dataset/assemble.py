@@ -284,8 +284,8 @@ class Assembly:
         difficulty = {s: self.difficulty[s] for s in sorted(self.difficulty)}
         rows = sum(self.c["rows_per_strategy"].values())
         tp = dict(throughput)
-        tp["task_seconds"] = round(self.seconds, 3)
-        tp["verified_rows_per_core_minute"] = round(rows / (self.seconds / 60), 2) if self.seconds else None
+        tp["worker_seconds"] = round(self.seconds, 3)        # wall time of the tasks, summed
+        tp["verified_rows_per_worker_minute"] = round(rows / (self.seconds / 60), 2) if self.seconds else None
         return {
             "job": job,
             "sources": {"tasks": self.c["sources"]["tasks"], "programs": self.c["sources"]["programs"],

@@ -45,7 +45,7 @@ def dataset_card(stats: dict, written: dict) -> str:
               "the top of this folder (`single.jsonl`, `multi.jsonl`, `single_trl.jsonl`, `multi_trl.jsonl`, "
               "`rows.jsonl`), each row with its `split`.", "", "## Figures", "",
               f"- programs: {stats['sources']['programs']} of {stats['sources']['tasks']} sources "
-              f"(skipped: {stats['sources']['skipped'] or 'none'})",
+              f"(left out: {_counts(stats['sources']['skipped'])})",
               f"- candidates verified: {stats['candidates']['sampled']} of {stats['candidates']['neighbours']} "
               f"one-step rewrites listed; rows: {stats['rows']}; failures (rule bugs): {stats['failures']}",
               "- strategy mix (difficult / medium / easy %): dataset "
@@ -53,6 +53,10 @@ def dataset_card(stats: dict, written: dict) -> str:
               + " / ".join(str(mix["paper"][b]) for b in reversed(BUCKETS)),
               "", "## Job", "", "```json", _json(job), "```", ""]
     return "\n".join(lines)
+
+
+def _counts(d: dict) -> str:
+    return ", ".join(f"{n} {k}" for k, n in d.items()) or "none"
 
 
 def _json(x) -> str:

@@ -20,7 +20,7 @@ from engine.leir.diagnostics import LeirError
 DEFAULT_MAX_POINTS = 1 << 24
 USAGE_EPILOG = """examples:
   python -m dataset.generate examples -o out/examples --per-program 6
-  python -m dataset.generate ../shared/corpus/programs.jsonl -o out/corpus --per-program 40 --max-points 16384 --shrink --workers 2
+  python -m dataset.generate ../shared/corpus/programs.jsonl -o out/corpus --per-program 40 --shrink --max-points 4194304 --workers 2
   python -m dataset.generate --workloads softmax,GELU --shapes random --variants 3 --dtypes f16,f32 -o out/wl
   python -m dataset.generate examples -o out/ex --backend ray --address auto     # on a running Ray cluster
 """
@@ -54,8 +54,11 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS,
                    help=f"skip programs with more iteration points than this, with a note (default "
                         f"{DEFAULT_MAX_POINTS}; 0: no limit)")
-    g.add_argument("--shrink", action="store_true", help="instead of skipping a program over --max-points, verify "
-                                                         "a smaller instance of it (sizes scaled down consistently)")
+    g.add_argument("--shrink", action="store_true",
+                   help="verify a smaller instance of every program over --shrink-points iteration points: sizes "
+                        "scaled down consistently, the finest instance within --shrink-points, else the smallest "
+                        "valid one (a program still over --max-points is skipped)")
+    g.add_argument("--shrink-points", type=int, default=16384, help="target size of --shrink (default 16384)")
     g.add_argument("--timeout", type=float, default=300.0, help="seconds per verification (default 300)")
     a = ap.add_argument_group("assembly")
     a.add_argument("--test-fraction", type=float, default=0.1, help="fraction of program types held out for the "
@@ -89,7 +92,7 @@ def _strategies(text: str):
 def options_of(args) -> dict:
     return {"seed": args.seed, "per_program": args.per_program, "strategies": _strategies(args.strategies),
             "target": args.target, "verify_target": args.verify_on, "time": bool(args.time),
-            "max_points": args.max_points or None, "shrink": bool(args.shrink), "timeout": args.timeout,
+            "max_points": args.max_points or None, "shrink": args.shrink_points if args.shrink else None, "timeout": args.timeout,
             "trials": 3}
 
 
@@ -101,6 +104,7 @@ def main(argv=None) -> int:
     _positive("--workers", args.workers)
     _positive("--variants", args.variants)
     _positive("--max-points", args.max_points, allow_zero=True)
+    _positive("--shrink-points", args.shrink_points)
     _positive("--multi-items", args.multi_items)
     _positive("--multi-rows", args.multi_rows)
     if args.multi_items < 2 or args.multi_rows < 2:

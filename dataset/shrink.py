@@ -91,3 +91,21 @@ def shrink_with_granularity(p, limit: int = POINT_LIMIT, granularities=GRANULARI
         if points(q) <= limit:
             return q, g
     return None, None
+
+
+def smallest_instance(p, granularities=WIDE_GRANULARITIES):
+    """(the valid mapped copy of ``p`` with the fewest iteration points, its granularity), or
+    (None, None) when no granularity gives a program the analysis accepts; for programs whose
+    kept sizes (kernels, offsets) keep them above any small limit."""
+    best = (None, None)
+    for g in granularities:
+        phi = size_map(g)
+        if any(phi(v) < 1 for v in _sizes(p)):
+            continue
+        try:
+            q = _mapped(p, phi)
+        except LeirError:
+            continue
+        if best[0] is None or points(q) < points(best[0]):
+            best = (q, g)
+    return best

@@ -25,7 +25,12 @@ from engine.leir.diagnostics import LeirError
 
 from . import cot
 from .difficulty import difficulty
-from .shrink import WIDE_GRANULARITIES, points, shrink_with_granularity
+from .shrink import (
+    WIDE_GRANULARITIES,
+    points,
+    shrink_with_granularity,
+    smallest_instance,
+)
 
 # options that change a task's result (the job fingerprint); everything else is how to run it
 RESULT_OPTIONS = ("seed", "per_program", "strategies", "target", "verify_target", "time", "max_points", "shrink",
@@ -168,18 +173,22 @@ class Runner:
         program, origin = resolve(spec)
         n = points(program)
         origin["points"] = n
-        limit = opts.get("max_points")
-        if limit and n > limit:
-            if not opts.get("shrink"):
-                return self._skip(out, "too big", f"{n} iteration points > --max-points {limit} (use --shrink "
-                                                  "to verify a smaller instance of the same program)")
-            small, g = shrink_with_granularity(program, limit, WIDE_GRANULARITIES)
-            if small is None:
-                return self._skip(out, "too big", f"{n} iteration points > --max-points {limit}, and no smaller "
-                                                  "instance of the program passes the semantic analysis")
-            origin["shrunk"] = {"from_points": n, "points": points(small), "granularity": g,
-                                "leir_sha256": hashlib.sha256(program.to_leir().encode()).hexdigest()[:16]}
-            program = small
+        limit, target = opts.get("max_points"), opts.get("shrink")
+        tried = ""
+        if target and n > target:
+            small, g = shrink_with_granularity(program, target, WIDE_GRANULARITIES)
+            if small is None:       # kernel sizes and offsets are kept: take the smallest valid instance
+                small, g = smallest_instance(program)
+            if small is not None and (not limit or points(small) <= limit):
+                origin["shrunk"] = {"from_points": n, "points": points(small), "granularity": g,
+                                    "leir_sha256": hashlib.sha256(program.to_leir().encode()).hexdigest()[:16]}
+                program = small
+            else:
+                tried = "; its smallest valid instance has " + (f"{points(small)} points" if small is not None else
+                                                                "no smaller instance passes the semantic analysis")
+        if limit and points(program) > limit:
+            return self._skip(out, "too big", f"{program.name}: {points(program)} iteration points > --max-points "
+                                              f"{limit}{tried or ' (--shrink verifies a smaller instance)'}")
         record = program.to_json()
         out["program"], out["origin"], out["key"] = record, origin, renaming_key(program)
         # the program must build, run and agree with itself; checked while the rules load (the
@@ -193,7 +202,7 @@ class Runner:
         self_check = checked["v"]
         if not self_check.equal:
             return self._skip(out, "does not lower" if self_check.reason != "not equal" else "not deterministic",
-                              f"{self_check.reason}: {self_check.message or ''}".strip())
+                              f"{program.name}: {self_check.reason}: {self_check.message or ''}".strip())
         seen = len(eng.stats()["invalid"])
         steps = eng.enumerate(program)
         out["invalid"] = [{"rule": b["rule"], "strategy": getattr(eng.owner(b["rule"]), "name", None),
@@ -235,6 +244,15 @@ class Runner:
             transformed = step.program
         except Exception as e:          # an invalid neighbour is a rule bug
             return None, {**fail, "stage": "invalid", "verdict": None, "message": str(e)}
+        # a row must replay: Engine.apply finds the step again by its (rule, site, params)
+        try:
+            again = eng.apply(program, {"rule": step.rule, "site": list(step.site), "params": step.choice})
+        except LeirError as e:
+            return None, {**fail, "stage": "replay", "verdict": None, "message": e.message}
+        if again.to_leir() != step.leir:
+            return None, {**fail, "stage": "replay", "verdict": None,
+                          "message": "Engine.apply gives another program: another step of this program has the same "
+                                     "rule, site and parameters (the parameters do not identify the step)"}
         verdict = self.verifier.verify_step(program, step)
         outputs = [d.name for d in program.outputs]
         if not verdict.equal:

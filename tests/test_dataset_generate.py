@@ -142,7 +142,7 @@ def test_chat_files_and_stats(reference):
     stats = json.loads((reference / "stats.json").read_text())
     assert stats["rows"] == len(lines(reference, "rows.jsonl"))
     assert stats["bucket_mix"]["paper"] == {"difficult": 87.32, "medium": 12.17, "easy": 0.51}
-    assert set(stats["filter"]) == {"single", "multi"} and stats["throughput"]["verified_rows_per_core_minute"] > 0
+    assert set(stats["filter"]) == {"single", "multi"} and stats["throughput"]["verified_rows_per_worker_minute"] > 0
     assert sorted(p.name for p in (reference / "plots").glob("*.png")) == \
         ["bucket_mix.png", "strategy_counts.png", "text_lengths.png"]
 
@@ -295,3 +295,28 @@ def test_workloads_kernelbench_files_and_cuda_source(tmp_path):
     notes = lines(out, "skipped.jsonl")
     assert [n["reason"] for n in notes] == ["bad source"] and "broken.py:2" in notes[0]["message"]
     assert checker.check(out, sample=1, progress=False).problems == []
+
+
+def test_a_step_that_does_not_replay_is_a_failure_not_a_row(monkeypatch):
+    """Engine.apply finds a step by (rule, site, params); a step it cannot find again (parameters
+    that do not identify it) is a rule bug in failures.jsonl, not a row nobody could replay."""
+    from dataset.task import Runner
+    from engine import Engine, parse_program
+    program = parse_program(PROGRAMS["matmul.leir"], "matmul.leir")
+    real = Engine.apply
+
+    def apply(self, prog, step):
+        got = real(self, prog, step)
+        rule = step["rule"] if isinstance(step, dict) else step.rule
+        return prog if rule.startswith("loop_unrolling") else got       # pretend unrolling replays wrongly
+    monkeypatch.setattr(Engine, "apply", apply)
+    runner = Runner({"seed": 0, "per_program": None, "strategies": ["loop_unrolling", "loop_split"], "trials": 3,
+                     "timeout": 120})
+    try:
+        res = runner.run({"index": 0, "source": "matmul.leir", "kind": "program", "program": program.to_json()})
+    finally:
+        runner.close()
+    assert res["rows"] and all(r["step"]["strategy"] == "loop_split" for r in res["rows"])
+    fails = res["failures"]
+    assert fails and {f["stage"] for f in fails} == {"replay"} and all(f["verdict"] is None for f in fails)
+    assert {f["step"]["strategy"] for f in fails} == {"loop_unrolling"}

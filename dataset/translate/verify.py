@@ -22,7 +22,12 @@ def verify_translation(tr: Translation, model, make_inputs: Callable[[int], tupl
 
     from lowering.errors import LoweringError
     from lowering.run import build, run_built
-    from lowering.verify import STRICT_FORMULA, REFERENCE_FORMULA, compare, reduction_length
+    from lowering.verify import (
+        REFERENCE_FORMULA,
+        STRICT_FORMULA,
+        compare,
+        reduction_length,
+    )
 
     prog = tr.program
     n = reduction_length(prog)
