@@ -133,7 +133,12 @@ class RayBackend:
         started = False
         if not ray.is_initialized():
             if self.address:
-                ray.init(address=self.address, log_to_driver=False)
+                try:
+                    ray.init(address=self.address, log_to_driver=False)
+                except (ConnectionError, RuntimeError, ValueError) as e:
+                    from engine.leir.diagnostics import LeirError
+                    raise LeirError(f"cannot join the Ray cluster at '{self.address}': {str(e).splitlines()[0]} "
+                                    "(start one with 'ray start --head')") from None
             else:       # a local instance; its workers import this checkout like the driver does
                 import os
                 from pathlib import Path
