@@ -344,6 +344,10 @@ def check_splits(rows: list[dict], report: Report) -> None:
     for name, splits in split_of.items():
         if len(splits) > 1:
             report.add("rows.jsonl", f"program type {name} is in both splits")
+    pairs = Counter((json.dumps(r["program"], sort_keys=True), r["transformed"]) for r in rows)
+    for (prog, _), n in pairs.items():
+        if n > 1:
+            report.add("rows.jsonl", f"{n} rows of program {json.loads(prog)['name']} give the same transformed program")
     ids = Counter(r["id"] for r in rows)
     for i, n in ids.items():
         if n > 1:

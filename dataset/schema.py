@@ -53,6 +53,7 @@ ROW = obj({"id": STR, "program": PROGRAM, "origin": ORIGIN, "step": STEP, "trans
 
 # a candidate that is not a row: a rule bug. Stage "enumerate": the engine refused the program the
 # rule built (no site or parameters recorded); "invalid": the step's program does not analyse;
+# "duplicate": an earlier step of the same program gave the same program (listed twice);
 # "replay": Engine.apply does not find the step again by its rule, site and parameters;
 # "verify": it does not compute what the original computes; "cot": no trace fits it; "lower":
 # its TIR (or CUDA source) could not be made.
@@ -60,7 +61,8 @@ FAILURE = obj({"id": STR, "program": STR, "source": STR,
                "step": obj({"strategy": NSTR, "category": STR, "rule": STR, "site": arr(INT), "params": STR,
                             "exactness": STR, "key": STR, "also": arr(STR)}),
                "transformed": NSTR,
-               "stage": {"type": "string", "enum": ["enumerate", "invalid", "replay", "verify", "cot", "lower"]},
+               "stage": {"type": "string", "enum": ["enumerate", "invalid", "duplicate", "replay", "verify",
+                                                            "cot", "lower"]},
                "verdict": {**VERIFICATION, "type": ["object", "null"]}, "message": STR})
 
 SKIPPED = obj({"source": STR, "reason": STR, "message": STR})

@@ -215,7 +215,12 @@ class Runner:
         tir0 = self._tir(program, target)
         cuda0 = self._cuda(program) if target == "cuda" else None
         timing0 = self.verifier.measure(program) if opts.get("time") else None
+        seen: dict[str, str] = {}
         for step in sample:
+            if step.leir in seen:          # the engine lists one step per distinct result: a bug if not
+                out["failures"].append(self._duplicate(record, origin, step, seen[step.leir]))
+                continue
+            seen[step.leir] = step.rule
             row, failure = self._candidate(program, record, origin, step, tir0, cuda0, timing0)
             if row is not None:
                 out["rows"].append(row)
@@ -231,12 +236,22 @@ class Runner:
         from lowering.tir import cuda_source
         return cuda_source(program)
 
+    @staticmethod
+    def _provenance(step) -> dict:
+        return {"strategy": step.strategy, "category": step.category, "rule": step.rule, "site": list(step.site),
+                "params": json.dumps(step.choice, sort_keys=True), "exactness": step.exactness, "key": step.key,
+                "also": [a[0] for a in step.alternatives]}
+
+    def _duplicate(self, record, origin, step, first_rule: str) -> dict:
+        return {"id": row_id(record, step.key), "program": record["name"], "source": origin["source"],
+                "step": self._provenance(step), "transformed": step.leir, "stage": "duplicate", "verdict": None,
+                "message": f"the same program as an earlier step of this program (rule {first_rule}): the engine "
+                           "listed one result twice instead of as one step with alternatives"}
+
     def _candidate(self, program, record, origin, step, tir0, cuda0, timing0):
         from lowering import LoweringError
         eng, opts = self.engine, self.options
-        prov = {"strategy": step.strategy, "category": step.category, "rule": step.rule, "site": list(step.site),
-                "params": json.dumps(step.choice, sort_keys=True), "exactness": step.exactness, "key": step.key,
-                "also": [a[0] for a in step.alternatives]}
+        prov = self._provenance(step)
         rid = row_id(record, step.key)
         fail = {"id": rid, "program": record["name"], "source": origin["source"], "step": prov,
                 "transformed": step.leir}
