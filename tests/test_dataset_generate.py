@@ -294,7 +294,7 @@ def test_workloads_kernelbench_files_and_cuda_source(tmp_path):
     assert all(r["verification"]["target"] == "llvm" for r in rows)         # no CUDA device here: the CPU
     notes = lines(out, "skipped.jsonl")
     assert [n["reason"] for n in notes] == ["bad source"] and "broken.py:2" in notes[0]["message"]
-    assert checker.check(out, sample=1, progress=False).problems == []
+    assert checker.check(out, sample=0, progress=False).problems == []
 
 
 def test_a_step_that_does_not_replay_is_a_failure_not_a_row(monkeypatch):
@@ -310,7 +310,7 @@ def test_a_step_that_does_not_replay_is_a_failure_not_a_row(monkeypatch):
         rule = step["rule"] if isinstance(step, dict) else step.rule
         return prog if rule.startswith("loop_unrolling") else got       # pretend unrolling replays wrongly
     monkeypatch.setattr(Engine, "apply", apply)
-    runner = Runner({"seed": 0, "per_program": None, "strategies": ["loop_unrolling", "loop_split"], "trials": 3,
+    runner = Runner({"seed": 0, "per_program": 6, "strategies": ["loop_unrolling", "loop_split"], "trials": 3,
                      "timeout": 120})
     try:
         res = runner.run({"index": 0, "source": "matmul.leir", "kind": "program", "program": program.to_json()})
@@ -320,3 +320,20 @@ def test_a_step_that_does_not_replay_is_a_failure_not_a_row(monkeypatch):
     fails = res["failures"]
     assert fails and {f["stage"] for f in fails} == {"replay"} and all(f["verdict"] is None for f in fails)
     assert {f["step"]["strategy"] for f in fails} == {"loop_unrolling"}
+
+
+def test_a_program_that_does_not_lower_is_skipped_with_its_reason(monkeypatch):
+    from dataset.task import Runner
+    from engine import parse_program
+    from lowering import Verdict, Verifier
+    program = parse_program(PROGRAMS["matmul.leir"], "matmul.leir")
+    monkeypatch.setattr(Verifier, "verify", lambda self, a, b, tolerance=None: Verdict(
+        False, "build failed", "original: TVM could not build the program for llvm: (simulated)", "llvm"))
+    runner = Runner({"seed": 0, "per_program": 2, "strategies": "paper", "trials": 3, "timeout": 60})
+    try:
+        res = runner.run({"index": 0, "source": "matmul.leir", "kind": "program", "program": program.to_json()})
+    finally:
+        runner.close()
+    assert res["status"] == "skipped" and res["rows"] == [] and res["failures"] == []
+    assert res["note"]["reason"] == "does not lower"
+    assert res["note"]["message"].startswith("matmul: build failed: original: TVM could not build")
