@@ -1,1 +1,9 @@
-"""Dataset side of the project: the PyTorch → LEIR translator and the workload library."""
+"""Dataset side of the project: programs in, verified step-level training data out.
+
+``python -m dataset.generate`` (``generate``: the job; ``task``: one program's rows; ``cot`` and
+``claims``: traces and their checker; ``prompts``, ``filtering``, ``difficulty``: the paper's
+formats and rules; ``assemble``, ``schema``, ``card``, ``plots``: the output files; ``journal``,
+``backends``, ``worker``: resumable local or Ray execution; ``sources``, ``shrink``: inputs);
+``python -m dataset.check`` re-derives a dataset. ``translate`` (PyTorch -> LEIR) and
+``workloads`` (the library of program types) supply programs. See docs/dataset.md.
+"""

@@ -17,22 +17,17 @@ program and error.
 from __future__ import annotations
 
 import functools
-import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
 import pytest
 
-from engine.leir.ast import Equation, Num, equations, transform
-from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_programs, program_from_json
-from engine.leir.program import make_program
 from engine.rewrite.sampling import stratified_sample as _stratified
 from lowering.verifier import tolerance_for
 from conftest import EXAMPLES, corpus_records
+from dataset.shrink import POINT_LIMIT, points, shrink_program, size_map
 
-POINT_LIMIT = 1 << 14   # iteration points of a shrunk program (all equations together)
-KEEP = 16               # sizes up to this stay as they are (batch, kernel, stride sizes)
 SEED = 20240611
 TRIALS = 3
 
@@ -45,73 +40,6 @@ def _prog(leir, inputs, outputs, name="t"):
     decl = lambda d: [{"name": n, "dtype": t, "shape": list(s)} for n, (t, s) in d.items()]  # noqa: E731
     return program_from_json({"name": name, "inputs": decl(inputs), "outputs": decl(outputs), "leir": leir})
 
-
-
-def size_map(g: int):
-    """The size substitution with granularity ``g``: v -> v for v <= KEEP, else
-    round(v/g) + (v - g*round(v/g)).
-
-    Sizes of one program are related by scaling (``c*2+f`` over an extent of 2n, flattened
-    ``a*n+c``) and by small offsets (padding ``n+2``, valid convolutions ``n-2``,
-    ``3999-a``); writing a size as anchor + offset and dividing only the anchor keeps
-    both kinds of relation whenever the offsets are small against ``g``.
-    """
-    def phi(v: int) -> int:
-        if v <= KEEP:
-            return v
-        anchor = g * round(v / g)
-        return anchor // g + (v - anchor)
-    return phi
-
-
-def _mapped(p, phi):
-    """``p`` with every loop extent, declared dimension and integer literal mapped by ``phi``
-    (literals too: guards like ``2<=c<258`` and flattening strides follow the extents);
-    re-analysed, so an inconsistent result raises ``LeirError``."""
-    def expr(e):
-        return transform(e, lambda n: Num(str(phi(int(n.text)))) if isinstance(n, Num) and n.is_int else n)
-
-    def item(it):
-        if isinstance(it, Equation):
-            return replace(it, lhs=expr(it.lhs), rhs=expr(it.rhs), init=None)
-        return replace(it, loops=tuple(replace(l, extent=phi(l.extent)) for l in it.loops),
-                       body=tuple(item(x) for x in it.body))
-
-    def decls(ds):
-        return tuple(replace(d, shape=tuple(phi(n) for n in d.shape)) for d in ds)
-    return make_program(p.name, decls(p.inputs), decls(p.outputs), tuple(item(n) for n in p.body))
-
-
-def points(p) -> int:
-    """Iteration points of all equations of ``p`` together."""
-    return sum(math.prod(l.extent for l in loops) for loops, _ in equations(p.body))
-
-
-def _sizes(p) -> list[int]:
-    return [l.extent for loops, _ in equations(p.body) for l in loops] + [n for d in p.known for n in d.shape]
-
-
-def shrink_program(p, limit: int = POINT_LIMIT):
-    """A valid copy of ``p`` with at most ``limit`` iteration points, or None.
-
-    ``p`` itself when it is small enough; otherwise the first granularity ``g`` (finest
-    first, so the copy keeps as much structure as the limit allows: no needless extent-1
-    loops) whose ``size_map`` gives a program that passes the semantic analysis (shapes,
-    in-bounds reads and writes, guards included) with at most ``limit`` points.
-    """
-    if points(p) <= limit:
-        return p
-    for g in (2, 4, 8, 16, 32, 64, 128, 256):
-        phi = size_map(g)
-        if any(phi(v) < 1 for v in _sizes(p)):
-            continue
-        try:
-            q = _mapped(p, phi)
-        except LeirError:
-            continue
-        if points(q) <= limit:
-            return q
-    return None
 
 
 @functools.lru_cache(maxsize=None)

@@ -29,6 +29,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from engine.leir.files import write_atomic
+
     from .graph import translate
     from .kernelbench import load, parse_override
     overrides = dict(parse_override(s) for s in args.sets)

@@ -1,2 +1,2 @@
 """Translation rules, one module per ATen op family; importing this package registers them."""
-from . import elementwise, linalg, reduce, norm, conv, pool, shape, loss, attention  # noqa: F401
+from . import attention, conv, elementwise, linalg, loss, norm, pool, reduce, shape  # noqa: F401

@@ -1,0 +1,343 @@
+"""Final assembly of a job, from its journal, in program order: every output file.
+
+Everything here is a pure function of the journalled task results, the sources' order and
+the assembly options, so a job that was killed and resumed, or run with another number of
+workers or on Ray, assembles to the same bytes (only measured times differ: row timings, the
+preference pairs they decide, the speedup plot and the throughput section of stats.json).
+Files are written under ``.journal/staging`` and moved into place at the end; a job killed in
+between is simply assembled again by the next run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from . import prompts
+from .difficulty import BUCKETS, PAPER_MIX, mix
+from .filtering import (
+    EXPANSION,
+    MEDIUM_CAP,
+    RATES,
+    SIMPLIFICATION,
+    MultiFilter,
+    easy_group,
+    keep_single,
+    multi_subsets,
+)
+from .schema import CONFIGS, FILES, arrow_schema
+
+SPLITS = ("train", "test")
+OUTPUT_FILES = ("rows.jsonl", "failures.jsonl", "skipped.jsonl", "single.jsonl", "multi.jsonl", "single_trl.jsonl",
+                "multi_trl.jsonl", "preferences.jsonl", "stats.json", "README.md")
+
+
+def held_out_types(types: list[str], seed: int, fraction: float) -> set[str]:
+    """Program types held out for the test split: the first ``round(fraction * n)`` (at least one
+    when there are two or more types) in a seeded hash order. Whole types, never split across."""
+    uniq = list(dict.fromkeys(types))
+    if fraction <= 0 or len(uniq) < 2:
+        return set()
+    n = min(len(uniq) - 1, max(1, round(fraction * len(uniq))))
+    ranked = sorted(uniq, key=lambda t: hashlib.sha256(f"{seed}:split:{t}".encode()).hexdigest())
+    return set(ranked[:n])
+
+
+def _dumps(rec) -> str:
+    return json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
+
+
+class _Lines:
+    """A JSON-lines file being written (into the staging folder)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.f = open(path, "w")
+        self.count = Counter()
+
+    def write(self, rec: dict) -> None:
+        self.f.write(_dumps(rec) + "\n")
+        self.count[rec.get("split", "all")] += 1
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def chat_single(row: dict) -> tuple[dict, dict]:
+    prompt = prompts.single_prompt(row["program"])
+    answer = prompts.single_answer(row["cot"], prompts.single_label(row["transformed"], row["step"]["strategy"]))
+    return _chat(row["id"], prompt, answer, row["split"])
+
+
+def chat_multi(items: list[dict]) -> tuple[dict, dict]:
+    program = items[0]["program"]
+    prompt = prompts.multi_prompt(program, len(items))
+    label = prompts.multi_label([(r["transformed"], r["step"]["strategy"]) for r in items])
+    answer = prompts.multi_answer([r["cot"] for r in items], label)
+    rid = hashlib.sha256("|".join(r["id"] for r in items).encode()).hexdigest()[:16]
+    return _chat(rid, prompt, answer, items[0]["split"])
+
+
+def _chat(rid: str, prompt: str, answer: str, split: str) -> tuple[dict, dict]:
+    msgs = prompts.messages(prompt, answer)
+    return ({"id": rid, "messages": msgs, "split": split},
+            {"id": rid, "prompt": msgs[:1], "completion": msgs[1:], "split": split})
+
+
+def preference_pairs(rows: list[dict]) -> list[dict]:
+    """Faster/slower pairs of one program's measured rows: the fastest with the slowest, the
+    second fastest with the second slowest, ..., while the two medians differ by more than both
+    spreads (IQR) and by at least 5%."""
+    timed = [r for r in rows if r["timing"] and r["timing"].get("speedup")]
+    timed.sort(key=lambda r: (r["timing"]["transformed_ms"], r["id"]))
+    out = []
+    i, j = 0, len(timed) - 1
+    while i < j:
+        fast, slow = timed[i], timed[j]
+        tf, ts = fast["timing"], slow["timing"]
+        gap = ts["transformed_ms"] - tf["transformed_ms"]
+        if gap <= (tf["transformed_spread_ms"] or 0) + (ts["transformed_spread_ms"] or 0) or \
+                ts["transformed_ms"] < 1.05 * tf["transformed_ms"]:
+            break
+        a, b = chat_single(fast)[0], chat_single(slow)[0]
+        out.append({"id": hashlib.sha256(f"{fast['id']}>{slow['id']}".encode()).hexdigest()[:16],
+                    "program": fast["program"]["name"], "prompt": a["messages"][:1], "chosen": a["messages"][1:],
+                    "rejected": b["messages"][1:], "chosen_id": fast["id"], "rejected_id": slow["id"],
+                    "chosen_speedup": tf["speedup"], "rejected_speedup": ts["speedup"], "split": fast["split"]})
+        i, j = i + 1, j - 1
+    return out
+
+
+class Assembly:
+    """Streams the task results into the output files and counts what the statistics report."""
+
+    def __init__(self, out: Path, options: dict):
+        self.out = Path(out)
+        self.options = options
+        self.stage = self.out / ".journal" / "staging"
+        if self.stage.exists():
+            shutil.rmtree(self.stage)
+        self.stage.mkdir(parents=True)
+        self.files = {name: _Lines(self.stage / name) for name in FILES}
+        self.seed = int(options.get("seed") or 0)
+        self.multi = MultiFilter(cap=int(options.get("medium_cap") or MEDIUM_CAP))
+        self.keys: dict[str, str] = {}
+        self.c = defaultdict(Counter)              # named counters
+        self.difficulty: dict[str, dict] = {}
+        self.lengths: list[tuple[int, int, int, int]] = []
+        self.speedups: list[float] = []
+        self.final_buckets = Counter()
+        self.seconds = 0.0
+
+    # ------------------------------------------------------------------ per task
+
+    def note(self, source: str, reason: str, message: str) -> None:
+        self.files["skipped.jsonl"].write({"source": source, "reason": reason, "message": message})
+        self.c["skipped"][reason] += 1
+
+    def add(self, spec: dict, res: dict, split: str) -> None:
+        self.c["sources"]["tasks"] += 1
+        self.seconds += res.get("seconds") or 0.0
+        if res["status"] != "ok":
+            note = res["note"] or {}
+            return self.note(res["source"], note.get("reason", "skipped"), note.get("message", ""))
+        first = self.keys.get(res["key"])
+        if first is not None:
+            return self.note(res["source"], "duplicate", f"the same program (modulo renaming) as {first}")
+        self.keys[res["key"]] = res["source"]
+        self.c["sources"]["programs"] += 1
+        self.c["splits"][f"{split}_programs"] += 1
+        for k, v in res["counts"].items():
+            self.c["candidates"][k] += v
+        rows = res["rows"]
+        for r in rows:
+            r["split"] = split
+            self._row(r)
+        self._failures(res)
+        self._multi(rows)
+        if self.options.get("time"):
+            for p in preference_pairs(rows):
+                self.files["preferences.jsonl"].write(p)
+
+    def _row(self, r: dict) -> None:
+        s, b = r["step"]["strategy"], r["difficulty"]["bucket"]
+        self.files["rows.jsonl"].write(r)
+        self.c["rows_per_strategy"][s] += 1
+        self.c["verified_buckets"][b] += 1
+        self.difficulty.setdefault(s, r["difficulty"] | {"category": r["step"]["category"]})
+        self.lengths.append((len(r["program"]["leir"]), len(r["tir"]["original"]), len(r["transformed"]),
+                             len(r["tir"]["transformed"])))
+        if r["timing"] and r["timing"].get("speedup"):
+            self.speedups.append(r["timing"]["speedup"])
+        group = b if b != "easy" else f"easy_{easy_group(s)}"
+        self.c["single_in"][group] += 1
+        if keep_single(b, s, r["program"]["leir"], r["transformed"], self.seed):
+            self.c["single_kept"][group] += 1
+            self.final_buckets[b] += 1
+            chat, trl = chat_single(r)
+            self.files["single.jsonl"].write(chat)
+            self.files["single_trl.jsonl"].write(trl)
+
+    def _failures(self, res: dict) -> None:
+        for f in res["failures"]:
+            rec = dict(f)
+            self.files["failures.jsonl"].write(rec)
+            self._bug(rec["step"]["rule"], rec["step"]["strategy"], rec["stage"],
+                      (rec["verdict"] or {}).get("reason") or rec["stage"])
+        for bad in res["invalid"]:
+            text = json.dumps([res["program"], bad["rule"], bad["error"]], sort_keys=True)
+            rec = {"id": hashlib.sha256(text.encode()).hexdigest()[:16], "program": res["program"]["name"],
+                   "source": res["source"],
+                   "step": {"strategy": bad["strategy"], "category": "", "rule": bad["rule"], "site": [],
+                            "params": "{}", "exactness": "", "key": "", "also": []},
+                   "transformed": None, "stage": "enumerate", "verdict": None, "message": bad["error"]}
+            self.files["failures.jsonl"].write(rec)
+            self._bug(bad["rule"], bad["strategy"], "enumerate", "invalid neighbour")
+
+    def _bug(self, rule: str, strategy, stage: str, reason: str) -> None:
+        b = self.c.setdefault(f"bug:{rule}", Counter())
+        b["count"] += 1
+        b[f"stage:{stage}"] += 1
+        b[f"reason:{reason}"] += 1
+        self.c["bug_strategy"][rule] = strategy or ""
+
+    def _multi(self, rows: list[dict]) -> None:
+        if len(rows) < 2:
+            return
+        key = rows[0]["id"]
+        subsets = multi_subsets(len(rows), self.seed, key, int(self.options.get("multi_rows") or 6),
+                                int(self.options.get("multi_items") or 6))
+        cands = [[{"bucket": rows[i]["difficulty"]["bucket"], "strategy": rows[i]["step"]["strategy"],
+                   "transformed": rows[i]["transformed"], "row": rows[i]} for i in sub] for sub in subsets]
+        for kept in self.multi.filter_program(cands):
+            items = [it["row"] for it in kept]
+            for it in kept:
+                self.final_buckets[it["bucket"]] += 1
+            chat, trl = chat_multi(items)
+            self.files["multi.jsonl"].write(chat)
+            self.files["multi_trl.jsonl"].write(trl)
+
+    # ------------------------------------------------------------------ the end
+
+    def finish(self, job: dict, throughput: dict, split_info: dict) -> dict:
+        for f in self.files.values():
+            f.close()
+        written = self._parquet()
+        stats = self._stats(job, throughput, split_info, written)
+        (self.stage / "stats.json").write_text(json.dumps(stats, indent=1, sort_keys=False) + "\n")
+        from .card import dataset_card
+        (self.stage / "README.md").write_text(dataset_card(stats, written))
+        plots = []
+        if self.options.get("plots", True):
+            from .plots import make_plots
+            plots = make_plots(self.stage / "plots", stats, self.lengths, self.speedups)
+        self._move_into_place(written, plots)
+        return stats
+
+    def _parquet(self) -> dict:
+        """Parquet copies of each config, one file per split that has rows: {config: {split: rows}}."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        written: dict[str, dict[str, int]] = {}
+        for config, name in CONFIGS.items():
+            counts = self.files[name].count
+            splits = [s for s in SPLITS if counts.get(s)]
+            if not splits:
+                continue
+            schema = arrow_schema(FILES[name])
+            folder = self.stage / "data" / config
+            folder.mkdir(parents=True, exist_ok=True)
+            writers = {s: pq.ParquetWriter(folder / f"{s}.parquet", schema) for s in splits}
+            batches: dict[str, list] = {s: [] for s in splits}
+            with open(self.stage / name) as f:
+                for line in f:
+                    rec = json.loads(line)
+                    batches[rec["split"]].append(rec)
+                    if len(batches[rec["split"]]) >= 512:
+                        writers[rec["split"]].write_table(pa.Table.from_pylist(batches[rec["split"]], schema))
+                        batches[rec["split"]] = []
+            for s in splits:
+                if batches[s]:
+                    writers[s].write_table(pa.Table.from_pylist(batches[s], schema))
+                writers[s].close()
+            written[config] = {s: counts[s] for s in splits}
+        return written
+
+    def _stats(self, job: dict, throughput: dict, split_info: dict, written: dict) -> dict:
+        single = {}
+        for group in ("easy_simplification", "easy_expansion", "medium", "difficult"):
+            n_in, n_kept = self.c["single_in"][group], self.c["single_kept"][group]
+            entry = {"in": n_in, "kept": n_kept, "rate": round(n_kept / n_in, 4) if n_in else None}
+            if group.startswith("easy_"):
+                entry["paper_rate"] = RATES[group[5:]]
+            single[group] = entry
+        mf = self.multi
+        bugs = {}
+        for key in sorted(k for k in self.c if k.startswith("bug:")):
+            rule, cnt = key[4:], self.c[key]
+            bugs[rule] = {"strategy": self.c["bug_strategy"][rule], "count": cnt["count"],
+                          "stages": {k[6:]: v for k, v in sorted(cnt.items()) if k.startswith("stage:")},
+                          "reasons": {k[7:]: v for k, v in sorted(cnt.items()) if k.startswith("reason:")}}
+        difficulty = {s: self.difficulty[s] for s in sorted(self.difficulty)}
+        rows = sum(self.c["rows_per_strategy"].values())
+        tp = dict(throughput)
+        tp["worker_seconds"] = round(self.seconds, 3)        # wall time of the tasks, summed
+        tp["verified_rows_per_worker_minute"] = round(rows / (self.seconds / 60), 2) if self.seconds else None
+        return {
+            "job": job,
+            "sources": {"tasks": self.c["sources"]["tasks"], "programs": self.c["sources"]["programs"],
+                        "skipped": dict(sorted(self.c["skipped"].items()))},
+            "candidates": {k: self.c["candidates"][k] for k in ("neighbours", "sampled", "verified", "failed")},
+            "rows": rows,
+            "rows_per_strategy": dict(sorted(self.c["rows_per_strategy"].items())),
+            "failures": sum(b["count"] for b in bugs.values()),
+            "failures_per_rule": bugs,
+            "difficulty": difficulty,
+            "bucket_disagreements": sorted(s for s, d in difficulty.items() if d["bucket"] != d["computed_bucket"]),
+            "filter": {
+                "single": {**single, "rows_in": sum(self.c["single_in"].values()),
+                           "rows_kept": sum(self.c["single_kept"].values()),
+                           "groups": {"simplification": list(SIMPLIFICATION), "expansion": list(EXPANSION)}},
+                "multi": {"rows_in": mf.rows_in, "rows_kept": mf.rows_kept, "dropped": dict(sorted(mf.dropped.items())),
+                          "items_in": {b: mf.items_in.get(b, 0) for b in BUCKETS},
+                          "items_kept": {b: mf.items_kept.get(b, 0) for b in BUCKETS}, "medium_cap": mf.cap,
+                          "max_items": int(self.options.get("multi_items") or 6),
+                          "max_rows_per_program": int(self.options.get("multi_rows") or 6)},
+            },
+            "bucket_mix": {"verified": mix(self.c["verified_buckets"]), "dataset": mix(self.final_buckets),
+                           "paper": PAPER_MIX, "verified_counts": {b: self.c["verified_buckets"][b] for b in BUCKETS},
+                           "dataset_counts": {b: self.final_buckets[b] for b in BUCKETS}},
+            "splits": split_info | {"programs": {s: self.c["splits"][f"{s}_programs"] for s in SPLITS}},
+            "files": {name: dict(sorted(self.files[name].count.items())) for name in FILES} | {"parquet": written},
+            "throughput": tp,
+        }
+
+    def _move_into_place(self, written: dict, plots: list[str]) -> None:
+        out = self.out
+        keep = set()
+        for name in OUTPUT_FILES:
+            src = self.stage / name
+            if name == "preferences.jsonl" and not self.options.get("time"):
+                (out / name).unlink(missing_ok=True)
+                continue
+            os.replace(src, out / name)
+            keep.add(name)
+        data = out / "data"
+        for config, splits in written.items():
+            (data / config).mkdir(parents=True, exist_ok=True)
+            for s in splits:
+                os.replace(self.stage / "data" / config / f"{s}.parquet", data / config / f"{s}.parquet")
+        if data.exists():       # copies a previous run made that this one does not
+            for p in sorted(data.glob("*/*.parquet")):
+                if p.stem not in written.get(p.parent.name, {}):
+                    p.unlink()
+        (out / "plots").mkdir(exist_ok=True)
+        for name in plots:
+            os.replace(self.stage / "plots" / name, out / "plots" / name)
+        for p in (out / "plots").glob("*.png"):
+            if p.name not in plots:
+                p.unlink()
+        shutil.rmtree(self.stage, ignore_errors=True)

@@ -1,0 +1,466 @@
+"""``python -m dataset.check OUT``: re-derive a generated dataset and report every disagreement.
+
+* every file against its schema (``dataset.schema``), the dataset card's configs against the
+  Parquet copies, and the Parquet copies against the JSON-lines files, row for row; each config
+  loaded with ``datasets`` (when installed);
+* every row: its id, its difficulty from the rule block, its transformed program replayed
+  through ``Engine.apply`` (byte for byte), its TIR text regenerated, every claim of its
+  chain-of-thought re-derived from the step and the two programs (``dataset.claims``);
+* every chat row: the paper's prompt text, a valid JSON label naming a verified row, the trace,
+  the filter's decision (easy rates, medium cap, at least two items, no duplicate answer sets),
+  whole program types in one split;
+* a seeded sample of rows verified again on TVM (``--sample N``, default 20).
+
+Exit status 0 when everything agrees, 1 when anything does not (each problem is listed), 2 on
+bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from engine.leir.diagnostics import LeirError
+
+MAX_SHOWN = 30
+
+
+class Report:
+    def __init__(self):
+        self.problems: list[tuple[str, str]] = []
+        self.counts = Counter()
+
+    def add(self, where: str, what: str) -> None:
+        self.problems.append((where, what))
+
+    def ok(self, kind: str, n: int = 1) -> None:
+        self.counts[kind] += n
+
+
+def _lines(path: Path, report: Report) -> list[dict]:
+    out = []
+    if not path.exists():
+        return out
+    for no, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            report.add(f"{path.name}:{no}", f"not JSON: {e.msg}")
+    return out
+
+
+def check_schemas(out: Path, data: dict, report: Report) -> None:
+    from .schema import FILES, STATS, validator
+    for name, schema in FILES.items():
+        v = validator(schema)
+        for no, rec in enumerate(data.get(name, []), 1):
+            errs = sorted(v.iter_errors(rec), key=lambda e: list(e.path))
+            for e in errs[:3]:
+                report.add(f"{name}:{no}", f"schema: {'/'.join(str(p) for p in e.path)}: {e.message[:200]}")
+            if not errs:
+                report.ok("records")
+    stats = data.get("stats.json")
+    if stats is None:
+        report.add("stats.json", "missing")
+    else:
+        for e in validator(STATS).iter_errors(stats):
+            report.add("stats.json", f"schema: {e.message[:200]}")
+
+
+def check_card_and_parquet(out: Path, data: dict, report: Report) -> None:
+    import pyarrow.parquet as pq
+    import yaml
+
+    from .schema import CONFIGS
+    card = out / "README.md"
+    if not card.exists():
+        return report.add("README.md", "missing dataset card")
+    text = card.read_text()
+    if not text.startswith("---\n") or "\n---\n" not in text[4:]:
+        return report.add("README.md", "no YAML front matter")
+    front = yaml.safe_load(text[4:text.index("\n---\n", 4)])
+    configs = {c["config_name"]: c for c in front.get("configs", [])}
+    for config, name in CONFIGS.items():
+        recs = data.get(name, [])
+        by_split = defaultdict(list)
+        for r in recs:
+            by_split[r.get("split")].append(r)
+        if not recs:
+            if config in configs:
+                report.add("README.md", f"config '{config}' lists files of an empty {name}")
+            continue
+        if config not in configs:
+            report.add("README.md", f"no config for {name}")
+            continue
+        files = {d["split"]: d["path"] for d in configs[config]["data_files"]}
+        if set(files) != set(by_split):
+            report.add("README.md", f"config '{config}' has splits {sorted(files)}, {name} has {sorted(by_split)}")
+        for split, rel in files.items():
+            path = out / rel
+            if not path.exists():
+                report.add(rel, "missing")
+                continue
+            table = pq.read_table(path).to_pylist()
+            want = by_split.get(split, [])
+            if len(table) != len(want):
+                report.add(rel, f"{len(table)} rows, {name} has {len(want)} in split {split}")
+                continue
+            bad = sum(1 for a, b in zip(table, want) if _norm(a) != _norm(b))
+            if bad:
+                report.add(rel, f"{bad} row(s) differ from {name}")
+            else:
+                report.ok("parquet rows", len(table))
+
+
+def check_datasets_load(out: Path, data: dict, report: Report) -> None:
+    """``datasets.load_dataset(OUT, config)`` gives each config's splits with the rows of its
+    JSON-lines file (when ``datasets`` is installed; a fresh cache, so nothing stale is read)."""
+    try:
+        import datasets
+    except ImportError:
+        report.ok("datasets load checks skipped (datasets not installed)", 0)
+        return
+    import tempfile
+
+    from .schema import CONFIGS
+    datasets.disable_progress_bars()
+    with tempfile.TemporaryDirectory() as cache:
+        for config, name in CONFIGS.items():
+            want = Counter(r.get("split") for r in data.get(name, []))
+            if not want:
+                continue
+            try:
+                ds = datasets.load_dataset(str(out), config, cache_dir=cache)
+            except Exception as e:    # whatever datasets raises is the disagreement to report
+                report.add("README.md", f"datasets cannot load config '{config}': {type(e).__name__}: {e}"[:300])
+                continue
+            got = {k: len(v) for k, v in ds.items()}
+            if got != dict(want):
+                report.add("README.md", f"datasets loads config '{config}' as {got}, {name} has {dict(want)}")
+            else:
+                report.ok("configs loaded with datasets")
+
+
+def _norm(x):
+    """JSON-comparable form (Parquet reads integral floats back as floats, JSON as ints)."""
+    if isinstance(x, dict):
+        return {k: _norm(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_norm(v) for v in x]
+    if isinstance(x, float) and x.is_integer():
+        return int(x)
+    return x
+
+
+class RowChecker:
+    """Replays, re-renders and re-derives each archival row."""
+
+    def __init__(self, report: Report):
+        from engine import Engine
+        self.engine = Engine(strategies="all")
+        self.report = report
+        self._programs: dict[str, object] = {}
+
+    def program(self, rec: dict):
+        from engine.leir.files import program_from_json
+        key = json.dumps(rec, sort_keys=True)
+        p = self._programs.get(key)
+        if p is None:
+            if len(self._programs) > 256:
+                self._programs.clear()
+            p = self._programs[key] = program_from_json(rec)
+        return p
+
+    def check(self, no: int, row: dict) -> None:
+        from lowering.tir import lower_to_tvmscript
+
+        from .claims import check_trace
+        from .difficulty import difficulty
+        from .task import row_id
+        where = f"rows.jsonl:{no} ({row['id']}, {row['step']['strategy']})"
+        rep = self.report
+        step = row["step"]
+        if row["id"] != row_id(row["program"], step["key"]):
+            rep.add(where, "id is not the hash of the program and the step")
+        try:
+            original = self.program(row["program"])
+            params = json.loads(step["params"])
+            replayed = self.engine.apply(original, {"rule": step["rule"], "site": step["site"], "params": params})
+        except LeirError as e:
+            return rep.add(where, f"replay: {e.message}")
+        if replayed.to_leir() != row["transformed"]:
+            return rep.add(where, "Engine.apply gives a different program than the row's")
+        rep.ok("replayed")
+        try:
+            owner = self.engine.owner(step["rule"])
+            meta = self.engine.strategy(step["strategy"]).meta
+        except LeirError as e:
+            return rep.add(where, e.message)
+        if owner is None or owner.name != step["strategy"]:
+            rep.add(where, f"rule {step['rule']} does not belong to {step['strategy']}")
+        if row["difficulty"] != difficulty(meta):
+            rep.add(where, "difficulty differs from the strategy's declaration")
+        if row["numerical_risk"] != (step["exactness"] != "bitwise"):
+            rep.add(where, "numerical_risk does not follow the exactness")
+        v = row["verification"]
+        mode = "exact" if step["exactness"] == "bitwise" else "strict"
+        if not v["equal"] or v["tolerance"]["mode"] != mode or len(v["trials"]) != 3 or \
+                not all(t["equal"] for t in v["trials"]):
+            rep.add(where, f"verification is not 3 equal trials at tolerance {mode}")
+        problems = check_trace(row["cot"], step["strategy"], meta["description"], original, replayed, step["site"])
+        for p in problems:
+            rep.add(where, f"chain-of-thought: {p}")
+        if not problems:
+            rep.ok("traces")
+        tir = row["tir"]
+        try:
+            if lower_to_tvmscript(original, tir["target"]) != tir["original"] or \
+                    lower_to_tvmscript(replayed, tir["target"]) != tir["transformed"]:
+                rep.add(where, "TIR text differs from the lowering of the programs")
+        except Exception as e:       # a LoweringError here is itself a disagreement
+            rep.add(where, f"TIR: {e}")
+
+
+def check_chat(data: dict, rows: list[dict], options: dict, report: Report) -> None:
+    from . import prompts
+    from .assemble import chat_multi, chat_single
+    from .filtering import MEDIUM_CAP, keep_single
+    by_id = {r["id"]: r for r in rows}
+    seed = options.get("seed", 0)
+    # single: exactly the rows the filter keeps, each in the paper's format
+    want = [chat_single(r) for r in rows if keep_single(r["difficulty"]["bucket"], r["step"]["strategy"],
+                                                       r["program"]["leir"], r["transformed"], seed)]
+    got = data.get("single.jsonl", [])
+    if [c["id"] for c in got] != [w[0]["id"] for w in want]:
+        report.add("single.jsonl", f"{len(got)} rows, the filter keeps {len(want)} of rows.jsonl (or another order)")
+    for no, c in enumerate(got, 1):
+        r = by_id.get(c["id"])
+        if r is None:
+            report.add(f"single.jsonl:{no}", "no archival row with this id")
+            continue
+        _check_single_text(f"single.jsonl:{no}", c, r, report)
+        if c != chat_single(r)[0]:
+            report.add(f"single.jsonl:{no}", "differs from the row rendered in the paper's format")
+        else:
+            report.ok("single rows")
+    _same_pairs("single_trl.jsonl", got, data.get("single_trl.jsonl", []), report)
+    # multi: items are verified rows of one program, no easy ones, >= 2, no duplicate answer sets
+    rows_by_program = defaultdict(dict)
+    for r in rows:
+        rows_by_program[json.dumps(r["program"], sort_keys=True)][(r["transformed"], r["step"]["strategy"])] = r
+    seen = defaultdict(set)
+    medium = Counter()
+    for no, c in enumerate(data.get("multi.jsonl", []), 1):
+        where = f"multi.jsonl:{no}"
+        user, answer = c["messages"][0]["content"], c["messages"][1]["content"]
+        parts = prompts.split_answer(answer)
+        if parts is None:
+            report.add(where, "assistant content is not <think>...</think><answer>...</answer>")
+            continue
+        try:
+            label = json.loads(parts[1])
+        except json.JSONDecodeError:
+            report.add(where, "label is not valid JSON")
+            continue
+        if not isinstance(label, list) or [it.get("idx") for it in label] != list(range(len(label))):
+            report.add(where, "label items are not numbered 0..n-1")
+            continue
+        program = _program_of_prompt(user, rows_by_program)
+        if program is None:
+            report.add(where, "the prompt is no program of rows.jsonl in the paper's format")
+            continue
+        items = [rows_by_program[program].get((it.get("transformed_IR"), it.get("applied_strategy")))
+                 for it in label]
+        if None in items:
+            report.add(where, "an answer is not a verified row of this program")
+            continue
+        if len(items) < 2:
+            report.add(where, "fewer than 2 answers")
+        if any(r["difficulty"]["bucket"] == "easy" for r in items):
+            report.add(where, "an easy strategy in a multi-answer row")
+        sig = tuple(sorted(r["transformed"] for r in items))
+        if sig in seen[program]:
+            report.add(where, "the same answers as another row of this program")
+        seen[program].add(sig)
+        for r in items:
+            if r["difficulty"]["bucket"] == "medium":
+                medium[r["step"]["strategy"]] += 1
+        if c != chat_multi(items)[0]:
+            report.add(where, "differs from its items rendered in the paper's format (prompt, traces, label)")
+        else:
+            report.ok("multi rows")
+    cap = options.get("medium_cap") or MEDIUM_CAP
+    for s, n in medium.items():
+        if n > cap:
+            report.add("multi.jsonl", f"{n} medium items of {s} (cap {cap})")
+    _same_pairs("multi_trl.jsonl", data.get("multi.jsonl", []), data.get("multi_trl.jsonl", []), report)
+
+
+def _program_of_prompt(user: str, rows_by_program: dict):
+    from . import prompts
+    for key in rows_by_program:
+        prog = json.loads(key)
+        head = prompts.prefix(prog)
+        if user.startswith(head):
+            k = prompts.AT_LEAST.search(user[len(head):])
+            if k and user == prompts.multi_prompt(prog, int(k[1])):
+                return key
+    return None
+
+
+def _check_single_text(where: str, c: dict, r: dict, report: Report) -> None:
+    from . import prompts
+    user, answer = c["messages"][0]["content"], c["messages"][1]["content"]
+    if user != prompts.single_prompt(r["program"]):
+        report.add(where, "the prompt is not the paper's single-answer prompt for this program")
+    parts = prompts.split_answer(answer)
+    if parts is None:
+        return report.add(where, "assistant content is not <think>...</think><answer>...</answer>")
+    if parts[0] != r["cot"]:
+        report.add(where, "the trace is not the row's chain-of-thought")
+    try:
+        label = json.loads(parts[1])
+    except json.JSONDecodeError:
+        return report.add(where, "label is not valid JSON")
+    if label != {"transformed_IR": r["transformed"], "applied_strategy": r["step"]["strategy"]}:
+        report.add(where, "label does not name the row's transformed IR and strategy")
+
+
+def _same_pairs(name: str, chats: list[dict], trl: list[dict], report: Report) -> None:
+    if len(chats) != len(trl) or any(a["id"] != b["id"] or a["messages"] != b["prompt"] + b["completion"]
+                                     or a["split"] != b["split"] for a, b in zip(chats, trl)):
+        report.add(name, "not the same rows as the messages file")
+    else:
+        report.ok("prompt/completion rows", len(trl))
+
+
+def check_splits(rows: list[dict], report: Report) -> None:
+    split_of = defaultdict(set)
+    for r in rows:
+        split_of[r["program"]["name"]].add(r["split"])
+    for name, splits in split_of.items():
+        if len(splits) > 1:
+            report.add("rows.jsonl", f"program type {name} is in both splits")
+    pairs = Counter((json.dumps(r["program"], sort_keys=True), r["transformed"]) for r in rows)
+    for (prog, _), n in pairs.items():
+        if n > 1:
+            report.add("rows.jsonl", f"{n} rows of program {json.loads(prog)['name']} give the same transformed program")
+    ids = Counter(r["id"] for r in rows)
+    for i, n in ids.items():
+        if n > 1:
+            report.add("rows.jsonl", f"row id {i} occurs {n} times")
+
+
+def check_preferences(data: dict, rows: list[dict], report: Report) -> None:
+    from .assemble import chat_single
+    by_id = {r["id"]: r for r in rows}
+    for no, p in enumerate(data.get("preferences.jsonl", []), 1):
+        a, b = by_id.get(p["chosen_id"]), by_id.get(p["rejected_id"])
+        where = f"preferences.jsonl:{no}"
+        if a is None or b is None or a["program"] != b["program"]:
+            report.add(where, "chosen and rejected are not verified rows of one program")
+            continue
+        if not (a["timing"] and b["timing"] and a["timing"]["transformed_ms"] < b["timing"]["transformed_ms"]):
+            report.add(where, "the chosen rewrite is not the faster one")
+        if p["prompt"] + p["chosen"] != chat_single(a)[0]["messages"] or p["rejected"] != \
+                chat_single(b)[0]["messages"][1:]:
+            report.add(where, "prompt or answers differ from the rows rendered in the paper's format")
+        else:
+            report.ok("preference pairs")
+
+
+def check_stats(data: dict, rows: list[dict], report: Report) -> None:
+    stats = data.get("stats.json") or {}
+    per = Counter(r["step"]["strategy"] for r in rows)
+    if stats.get("rows") != len(rows) or stats.get("rows_per_strategy") != dict(sorted(per.items())):
+        report.add("stats.json", "row counts differ from rows.jsonl")
+    fails = data.get("failures.jsonl", [])
+    if stats.get("failures") != len(fails):
+        report.add("stats.json", "failure count differs from failures.jsonl")
+
+
+def reverify(rows: list[dict], n: int, seed: int, report: Report) -> None:
+    from engine.leir.files import program_from_json
+    from engine.leir.parser import parse_body
+    from lowering import Verifier
+    if not rows or n <= 0:
+        return
+    sample = random.Random(f"check:{seed}").sample(range(len(rows)), min(n, len(rows)))
+    with Verifier(target=rows[0]["verification"]["target"], trials=3, seed=seed, timeout=600) as v:
+        for i in sorted(sample):
+            r = rows[i]
+            p = program_from_json(r["program"])
+            q = p.with_body(parse_body(r["transformed"]))
+            mode = "exact" if r["step"]["exactness"] == "bitwise" else "strict"
+            verdict = v.verify(p, q, tolerance=mode)
+            if not verdict.equal:
+                report.add(f"rows.jsonl:{i + 1}", f"re-verification: {verdict.reason}: {verdict.message}")
+            else:
+                report.ok("re-verified")
+
+
+def check(out: Path, sample: int = 20, progress: bool = True) -> Report:
+    from .progress import Progress
+    from .schema import FILES
+    report = Report()
+    if not (out / "rows.jsonl").exists():
+        raise LeirError(f"{out} holds no generated dataset (no rows.jsonl)")
+    data = {name: _lines(out / name, report) for name in FILES}
+    try:
+        data["stats.json"] = json.loads((out / "stats.json").read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        report.add("stats.json", f"unreadable: {e}")
+    check_schemas(out, data, report)
+    check_card_and_parquet(out, data, report)
+    check_datasets_load(out, data, report)
+    rows = data["rows.jsonl"]
+    options = (data.get("stats.json") or {}).get("job", {})
+    rc = RowChecker(report)
+    bar = Progress(total=len(rows), unit="row") if progress else None
+    for no, r in enumerate(rows, 1):
+        try:
+            rc.check(no, r)
+        except (KeyError, TypeError) as e:           # a row the schema check already flagged
+            report.add(f"rows.jsonl:{no}", f"malformed: {e}")
+        if bar:
+            bar.advance()
+    if bar:
+        bar.close()
+    check_splits(rows, report)
+    check_chat(data, rows, options, report)
+    check_preferences(data, rows, report)
+    check_stats(data, rows, report)
+    reverify(rows, sample, int(options.get("seed") or 0), report)
+    return report
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m dataset.check",
+                                 description="Re-derive a generated dataset: schemas, replay, traces, chat files, "
+                                             "filters, splits, and a seeded re-verification sample.")
+    ap.add_argument("out", help="the folder python -m dataset.generate wrote")
+    ap.add_argument("--sample", type=int, default=20, help="rows to verify again on TVM (default 20; 0: none)")
+    ap.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    report = check(out, args.sample, progress=not args.json)
+    if args.json:
+        print(json.dumps({"ok": not report.problems, "checked": dict(report.counts),
+                          "problems": [{"where": w, "what": p} for w, p in report.problems]}))
+    else:
+        for w, p in report.problems[:MAX_SHOWN]:
+            print(f"{w}: {p}")
+        if len(report.problems) > MAX_SHOWN:
+            print(f"... and {len(report.problems) - MAX_SHOWN} more")
+        checked = ", ".join(f"{n} {k}" for k, n in report.counts.items())
+        verdict = "OK" if not report.problems else f"{len(report.problems)} disagreement(s)"
+        print(f"{out}: {verdict} ({checked})")
+    return 0 if not report.problems else 1
+
+
+if __name__ == "__main__":
+    from engine.leir.cli import run_cli
+    sys.exit(run_cli(main))

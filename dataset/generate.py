@@ -1,0 +1,185 @@
+"""``python -m dataset.generate SOURCES... -o OUT``: verified Step-TP rows with chain-of-thought.
+
+One job is a set of tasks, one per program: each lists the program's one-step rewrites,
+verifies a seeded sample of them on TVM and renders their traces (``dataset.task``). The tasks
+run in worker processes or on Ray (``dataset.backends``); the driver commits each finished task
+to the journal (``dataset.journal``) and, when all are done, assembles every output file in
+program order (``dataset.assemble``). Killed at any moment and run again with the same
+command, a job finishes with exactly the rows of an uninterrupted run; the output does not
+depend on ``--workers`` or ``--backend``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from engine.leir.diagnostics import LeirError
+
+DEFAULT_MAX_POINTS = 1 << 24
+USAGE_EPILOG = """examples:
+  python -m dataset.generate examples -o out/examples --per-program 6
+  python -m dataset.generate ../shared/corpus/programs.jsonl -o out/corpus --per-program 40 --shrink --max-points 4194304 --workers 2
+  python -m dataset.generate --workloads softmax,GELU --shapes random --variants 3 --dtypes f16,f32 -o out/wl
+  python -m dataset.generate examples -o out/ex --backend ray --address auto     # on a running Ray cluster
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m dataset.generate", epilog=USAGE_EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 description="Generate a dataset of verified one-step rewrites (Step-TP rows with "
+                                             "chain-of-thought, chat files, Parquet, a dataset card, statistics).")
+    ap.add_argument("sources", nargs="*", help=".leir/.json/.jsonl program files, KernelBench-style .py files, "
+                                               "or folders of them")
+    ap.add_argument("-o", "--output", required=True, help="output folder (created; resumable)")
+    w = ap.add_argument_group("workload library")
+    w.add_argument("--workloads", help="NAME[,NAME...] or 'all': programs from dataset/workloads")
+    w.add_argument("--shapes", default="default", help="default | test | random (seeded, --variants per workload)")
+    w.add_argument("--variants", type=int, default=1, help="shape samples per workload with --shapes random")
+    w.add_argument("--dtypes", default="f32", help="comma list of f16,f32,f64, or 'random' (default f32)")
+    g = ap.add_argument_group("generation")
+    g.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
+    g.add_argument("--per-program", type=int, help="verify a seeded sample of N rewrites per program, stratified "
+                                                   "by strategy (default: all)")
+    g.add_argument("--strategies", default="paper", help="strategy set (all, paper, bitwise, graph, operator, "
+                                                         "memory, math) or comma list of names (default paper)")
+    g.add_argument("--target", choices=("llvm", "cuda"), default="llvm",
+                   help="TIR target of the rows (cuda: CUDA source too)")
+    g.add_argument("--verify-on", choices=("auto", "llvm", "cuda"), default="auto",
+                   help="where candidates run: auto = the CUDA device with --target cuda when one is present, "
+                        "else the CPU")
+    g.add_argument("--time", action="store_true", help="measure each row's speedup; write preferences.jsonl")
+    g.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS,
+                   help=f"skip programs with more iteration points than this, with a note (default "
+                        f"{DEFAULT_MAX_POINTS}; 0: no limit)")
+    g.add_argument("--shrink", action="store_true",
+                   help="verify a smaller instance of every program over --shrink-points iteration points: sizes "
+                        "scaled down consistently, the finest instance within --shrink-points, else the smallest "
+                        "valid one (a program still over --max-points is skipped)")
+    g.add_argument("--shrink-points", type=int, default=16384, help="target size of --shrink (default 16384)")
+    g.add_argument("--timeout", type=float, default=300.0, help="seconds per verification (default 300)")
+    a = ap.add_argument_group("assembly")
+    a.add_argument("--test-fraction", type=float, default=0.1, help="fraction of program types held out for the "
+                                                                    "test split (default 0.1)")
+    a.add_argument("--multi-items", type=int, default=6, help="most answers in a multi-answer row (default 6)")
+    a.add_argument("--multi-rows", type=int, default=6, help="most multi-answer rows per program (default 6)")
+    a.add_argument("--no-plots", action="store_true", help="do not draw OUT/plots/*.png")
+    r = ap.add_argument_group("running")
+    r.add_argument("--workers", type=int, default=1, help="worker processes (local) or CPUs of a local Ray")
+    r.add_argument("--backend", choices=("local", "ray"), default="local")
+    r.add_argument("--address", help="Ray cluster address to join (e.g. 'auto' or HEAD:6379)")
+    r.add_argument("--restart", action="store_true", help="discard the journal of an earlier job in OUT")
+    return ap
+
+
+def _positive(name: str, value, allow_zero: bool = False) -> None:
+    if value is not None and (value < 0 or (value == 0 and not allow_zero)):
+        raise LeirError(f"{name} must be {'non-negative' if allow_zero else 'positive'}, got {value}")
+
+
+def _strategies(text: str):
+    from engine.rewrite.engine import resolve_strategies
+    from engine.rewrite.rulebook import load_rulebook
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise LeirError("--strategies is empty")
+    resolve_strategies(load_rulebook(None), items)        # raises on unknown names
+    return items[0] if len(items) == 1 else items
+
+
+def options_of(args) -> dict:
+    return {"seed": args.seed, "per_program": args.per_program, "strategies": _strategies(args.strategies),
+            "target": args.target, "verify_target": args.verify_on, "time": bool(args.time),
+            "max_points": args.max_points or None, "shrink": args.shrink_points if args.shrink else None, "timeout": args.timeout,
+            "trials": 3}
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    if not args.sources and not args.workloads:
+        raise LeirError("nothing to do: give program files or folders, or --workloads")
+    _positive("--per-program", args.per_program)
+    _positive("--workers", args.workers)
+    _positive("--variants", args.variants)
+    _positive("--max-points", args.max_points, allow_zero=True)
+    _positive("--shrink-points", args.shrink_points)
+    _positive("--multi-items", args.multi_items)
+    _positive("--multi-rows", args.multi_rows)
+    if args.multi_items < 2 or args.multi_rows < 2:
+        raise LeirError("--multi-items and --multi-rows must be at least 2")
+    if not 0 <= args.test_fraction < 1:
+        raise LeirError(f"--test-fraction must be in [0, 1), got {args.test_fraction}")
+    if args.address and args.backend != "ray":
+        raise LeirError("--address joins a Ray cluster: use it with --backend ray")
+    if args.timeout <= 0:
+        raise LeirError("--timeout must be positive")
+    return run(args)
+
+
+def run(args) -> int:
+    from .assemble import Assembly, held_out_types
+    from .backends import BACKENDS
+    from .journal import Journal
+    from .progress import Progress
+    from .sources import resolve_sources
+    from .task import RESULT_OPTIONS, task_id
+
+    t0 = time.perf_counter()
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    options = options_of(args)
+    specs, notes = resolve_sources(args.sources, args.workloads, args.shapes, args.dtypes, args.variants, args.seed)
+    journal = Journal(out)
+    journal.open({k: options[k] for k in RESULT_OPTIONS}, restart=args.restart)
+    journal.clean_partial()
+    tasks = [(task_id(s, options), s) for s in specs]
+    pending = [(tid, s) for tid, s in tasks if not journal.done(tid)]
+
+    counts = {"rows": 0, "failures": 0}
+    bar = Progress(total=len(tasks), done=len(tasks) - len(pending), unit="program")
+
+    def commit(tid: str, result: dict) -> None:
+        journal.commit(tid, result)
+        counts["rows"] += len(result["rows"])
+        counts["failures"] += len(result["failures"])
+        bar.advance(rows=counts["rows"], failures=counts["failures"])
+
+    backend = BACKENDS[args.backend](args.workers, args.address) if args.backend == "ray" else \
+        BACKENDS["local"](args.workers, log=str(journal.root / "workers.log"))
+    try:
+        backend.run(pending, options, commit)
+    finally:
+        bar.close()
+
+    seed = args.seed
+    held_out = held_out_types([s["type"] for s in specs], seed, args.test_fraction)
+    asm = Assembly(out, options | {"multi_items": args.multi_items, "multi_rows": args.multi_rows,
+                                   "plots": not args.no_plots})
+    for n in notes:
+        asm.note(n["source"], n["reason"], n["message"])
+    for tid, spec in tasks:
+        asm.add(spec, journal.load(tid), "test" if spec["type"] in held_out else "train")
+    types = list(dict.fromkeys(s["type"] for s in specs))
+    split_info = {"test_fraction": args.test_fraction, "types": {"train": len([t for t in types if t not in held_out]),
+                                                                 "test": len(held_out)},
+                  "test_types": sorted(held_out)}
+    job = {"sources": list(args.sources), "workloads": args.workloads,
+           "shapes": args.shapes if args.workloads else None, "variants": args.variants if args.workloads else None,
+           "dtypes": args.dtypes if args.workloads else None, **options, "test_fraction": args.test_fraction,
+           "multi_items": args.multi_items, "multi_rows": args.multi_rows}
+    wall = time.perf_counter() - t0
+    throughput = {"backend": args.backend, "workers": args.workers, "tasks_run": len(pending),
+                  "rows_this_run": counts["rows"], "wall_seconds_this_run": round(wall, 3),
+                  "rows_per_wall_minute_this_run": round(counts["rows"] / (wall / 60), 2) if wall else None}
+    stats = asm.finish(job, throughput, split_info)
+    skipped = sum(stats["sources"]["skipped"].values())
+    print(f"{stats['rows']} verified rows, {stats['failures']} failures (rule bugs), {skipped} sources skipped "
+          f"-> {out} ({wall:.1f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    from engine.leir.cli import run_cli
+    sys.exit(run_cli(main))

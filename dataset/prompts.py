@@ -1,0 +1,89 @@
+"""The paper's prompt, label and assistant-content formats, reproduced exactly (dataset.md 6).
+
+The prompt text is kept word for word for compatibility with reference-trained models (a
+project decision), including its "bitwise identical" promise and the key mismatch between
+the prompt (``'applied_strategies'``) and the labels (``applied_strategy``). Labels are valid
+JSON (double quotes), single and multi alike: the reference's Python-repr multi label is a
+defect the project does not reproduce.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+TORCH_DTYPES = {"f16": "torch.float16", "bf16": "torch.bfloat16", "f32": "torch.float32",
+                "f64": "torch.float64", "i8": "torch.int8", "i16": "torch.int16", "i32": "torch.int32",
+                "i64": "torch.int64", "u8": "torch.uint8", "bool": "torch.bool"}
+
+PREFIX = ("Give the following IR of {model_name}: '{leir}', where the known variables are {known_info}. "
+          "Do not change the names, shapes or dtypes of these known variables in the IR. \n")
+SINGLE_REQUEST = ("Please give me a **numerically equivalent transformed** IR that produces exactly the same "
+                  "outputs for any floating-point inputs (bitwise identical), and also provide applied strategy in "
+                  "this transformed IR. \n Return the answer **only** as a valid JSON object with the following "
+                  "keys:'transformed_IR', 'applied_strategies'.")
+MULTI_REQUEST = ("Please give me at least {k} different **numerically equivalent transformed** IRs that produces "
+                 "exactly the same outputs for any floating-point inputs (bitwise identical), and also provide "
+                 "applied strategy for each transformed IR. \n Return the answer list **only** as a valid JSON "
+                 "object, and each entry with the following keys: 'idx', 'transformed_IR', 'applied_strategies'.")
+MULTI_THINK_HEAD = "These {n} transformed IRs can be individually analyzed as follows: "
+AT_LEAST = re.compile(r"at least (\d+) different")
+
+
+def known_item(decl: dict) -> str:
+    dtype = TORCH_DTYPES.get(decl["dtype"], f"torch.{decl['dtype']}")
+    return f"'{decl['name']}' with the dtype {dtype} and shape {list(decl['shape'])}"
+
+
+def known_info(program: dict) -> str:
+    """``'A' with the dtype torch.float32 and shape [4, 8], ..., and 'C' with ...``: inputs then
+    outputs, comma-separated, "and" before the last item."""
+    items = [known_item(d) for d in list(program["inputs"]) + list(program["outputs"])]
+    if len(items) == 1:
+        return items[0]
+    return ", ".join(items[:-1]) + ", and " + items[-1]
+
+
+def prefix(program: dict) -> str:
+    return PREFIX.format(model_name=program["name"], leir=program["leir"], known_info=known_info(program))
+
+
+def single_prompt(program: dict) -> str:
+    return prefix(program) + SINGLE_REQUEST
+
+
+def multi_prompt(program: dict, k: int) -> str:
+    return prefix(program) + MULTI_REQUEST.format(k=k)
+
+
+def single_label(transformed: str, strategy: str) -> str:
+    return json.dumps({"transformed_IR": transformed, "applied_strategy": strategy})
+
+
+def multi_label(items: list[tuple[str, str]]) -> str:
+    """``items``: (transformed LEIR, strategy) in answer order; idx numbered from 0."""
+    return json.dumps([{"idx": i, "transformed_IR": t, "applied_strategy": s} for i, (t, s) in enumerate(items)])
+
+
+def single_answer(cot: str, label: str) -> str:
+    return f"<think>{cot}</think><answer>{label}</answer>"
+
+
+def multi_think(traces: list[str]) -> str:
+    return MULTI_THINK_HEAD.format(n=len(traces)) + "\n".join(f"{i}. {t}" for i, t in enumerate(traces))
+
+
+def multi_answer(traces: list[str], label: str) -> str:
+    return f"<think>{multi_think(traces)}</think><answer>{label}</answer>"
+
+
+def messages(prompt: str, answer: str) -> list[dict]:
+    return [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
+
+
+_ANSWER = re.compile(r"^<think>(?P<think>.*)<[/\\]think><answer>(?P<answer>.*)<[/\\]answer>$", re.DOTALL)
+
+
+def split_answer(content: str) -> tuple[str, str] | None:
+    """(think, answer) of an assistant message, accepting both closing-tag spellings."""
+    m = _ANSWER.match(content)
+    return (m["think"], m["answer"]) if m else None

@@ -1,0 +1,356 @@
+"""One task of a generation job: one program in, its verified rows and its failures out.
+
+A task is a pure function of its spec and the job's options (plus the machine's timings when
+measuring): it resolves its program (translating a workload or a KernelBench file, shrinking
+it when asked), lists every one-step rewrite, samples them (seeded, stratified by strategy),
+and for each candidate verifies it (3 seeded trials, the tolerance the rule's exactness
+demands), renders its chain-of-thought from the rule and the provenance, and lowers both
+programs to TIR. Nothing is written here: the driver commits a task's result once, so a task
+that is retried (a worker died, the job was killed) never writes twice.
+
+``Runner`` keeps what is expensive to set up (the rule engine, the Verifier and its worker
+process) for all the tasks a worker process runs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import threading
+import time
+from collections import defaultdict
+
+from engine.leir.diagnostics import LeirError
+
+from . import cot
+from .difficulty import difficulty
+from .shrink import (
+    WIDE_GRANULARITIES,
+    points,
+    shrink_with_granularity,
+    smallest_instance,
+)
+
+# options that change a task's result (the job fingerprint); everything else is how to run it
+RESULT_OPTIONS = ("seed", "per_program", "strategies", "target", "verify_target", "time", "max_points", "shrink",
+                  "timeout", "trials")
+
+
+def row_id(program: dict, step_key: str) -> str:
+    """Stable id of a row: a hash of the program record and the step's key."""
+    text = json.dumps([program, step_key], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def task_id(spec: dict, options: dict) -> str:
+    opts = {k: options.get(k) for k in RESULT_OPTIONS}
+    text = json.dumps([spec, opts], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def stratified_sample(steps: list, n: int | None, rng: random.Random) -> list:
+    """``n`` steps (all when ``n`` is None or larger) spread over strategies: strategies take
+    turns in a seeded order, each drawing from its own seeded shuffle; returned in enumeration
+    order, so the sample of a larger ``n`` contains the sample of a smaller one's strategies."""
+    if n is None or n >= len(steps):
+        return list(steps)
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, s in enumerate(steps):
+        groups[s.strategy].append(i)
+    order = sorted(groups)
+    rng.shuffle(order)
+    for name in order:
+        rng.shuffle(groups[name])
+    chosen: list[int] = []
+    k = 0
+    while len(chosen) < n:
+        took = False
+        for name in order:
+            if k < len(groups[name]) and len(chosen) < n:
+                chosen.append(groups[name][k])
+                took = True
+        if not took:
+            break
+        k += 1
+    return [steps[i] for i in sorted(chosen)]
+
+
+def _finite(x):
+    """JSON-safe and type-stable: non-finite floats become null (rows hold equal verdicts only,
+    whose errors are finite; failures keep the Verdict's own spelling)."""
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, str) and x in ("inf", "-inf", "nan"):     # how Verdict.to_json spells them
+        return None
+    return x
+
+
+def verification_record(verdict, output_names: list[str]) -> dict:
+    """The Verdict as stored in a row: per trial, one entry per output (a list, so every row
+    has the same shape whatever its outputs are called); no wall time."""
+    d = verdict.to_json()
+    trials = []
+    for t in d.get("trials", []):
+        outs = t.get("outputs", {})
+        trials.append({"trial": t.get("trial"), "seed": t.get("seed"), "equal": t.get("equal"),
+                       "outputs": [{"name": n, **outs[n]} for n in output_names if n in outs]})
+    tol = d.get("tolerance") or {}
+    return _finite({"equal": d["equal"], "reason": d["reason"], "target": d["target"],
+                    "tolerance": {"mode": tol.get("mode"), "formula": tol.get("formula"), "k": tol.get("k"),
+                                  "reduction_length": tol.get("reduction_length")},
+                    "max_abs_err": d.get("max_abs_err"), "max_rel_err": d.get("max_rel_err"), "trials": trials})
+
+
+class Runner:
+    """Runs tasks with one rule engine and one Verifier (built on first use)."""
+
+    def __init__(self, options: dict):
+        self.options = dict(options)
+        self._engine = None
+        self._verifier = None
+        self._target = None
+
+    # ------------------------------------------------------------------ shared state
+
+    @property
+    def engine(self):
+        if self._engine is None:
+            from engine import Engine
+            self._engine = Engine(strategies=self.options.get("strategies") or "paper")
+        return self._engine
+
+    def verify_target(self) -> str:
+        """Where candidates run: ``auto`` is the CUDA device when the job targets cuda and one
+        is present, else the CPU (llvm)."""
+        if self._target is None:
+            want = self.options.get("verify_target") or "auto"
+            if want == "auto":
+                want = "llvm"
+                if self.options.get("target") == "cuda":
+                    import tvm
+                    want = "cuda" if tvm.cuda(0).exist else "llvm"
+            self._target = want
+        return self._target
+
+    @property
+    def verifier(self):
+        if self._verifier is None:
+            from lowering import Verifier
+            self._verifier = Verifier(target=self.verify_target(), trials=int(self.options.get("trials") or 3),
+                                      timeout=self.options.get("timeout"), seed=int(self.options.get("seed") or 0))
+        return self._verifier
+
+    def close(self) -> None:
+        if self._verifier is not None:
+            self._verifier.close()
+            self._verifier = None
+
+    # ------------------------------------------------------------------ one task
+
+    def run(self, spec: dict) -> dict:
+        t0 = time.perf_counter()
+        out = {"index": spec["index"], "source": spec["source"], "status": "ok", "note": None, "program": None,
+               "origin": None, "key": None, "rows": [], "failures": [], "invalid": [],
+               "counts": {"neighbours": 0, "sampled": 0, "verified": 0, "failed": 0}}
+        try:
+            self._run(spec, out)
+        except LeirError as e:
+            out["status"], out["note"] = "skipped", {"reason": "bad source", "message": _message(e)}
+        out["seconds"] = round(time.perf_counter() - t0, 6)
+        return out
+
+    def _skip(self, out: dict, reason: str, message: str) -> None:
+        out["status"], out["note"] = "skipped", {"reason": reason, "message": message}
+
+    def _run(self, spec: dict, out: dict) -> None:
+        from engine import renaming_key
+        opts = self.options
+        program, origin = resolve(spec)
+        n = points(program)
+        origin["points"] = n
+        limit, target = opts.get("max_points"), opts.get("shrink")
+        tried = ""
+        if target and n > target:
+            small, g = shrink_with_granularity(program, target, WIDE_GRANULARITIES)
+            if small is None:       # kernel sizes and offsets are kept: take the smallest valid instance
+                small, g = smallest_instance(program)
+            if small is not None and (not limit or points(small) <= limit):
+                origin["shrunk"] = {"from_points": n, "points": points(small), "granularity": g,
+                                    "leir_sha256": hashlib.sha256(program.to_leir().encode()).hexdigest()[:16]}
+                program = small
+            else:
+                tried = "; its smallest valid instance has " + (f"{points(small)} points" if small is not None else
+                                                                "no smaller instance passes the semantic analysis")
+        if limit and points(program) > limit:
+            return self._skip(out, "too big", f"{program.name}: {points(program)} iteration points > --max-points "
+                                              f"{limit}{tried or ' (--shrink verifies a smaller instance)'}")
+        record = program.to_json()
+        out["program"], out["origin"], out["key"] = record, origin, renaming_key(program)
+        # the program must build, run and agree with itself; checked while the rules load (the
+        # first time), since the Verifier's worker spends that time importing TVM
+        checked: dict = {}
+        verifier = self.verifier
+        th = threading.Thread(target=lambda: checked.update(v=verifier.verify(program, program, tolerance="exact")))
+        th.start()
+        eng = self.engine
+        th.join()
+        self_check = checked["v"]
+        if not self_check.equal:
+            return self._skip(out, "does not lower" if self_check.reason != "not equal" else "not deterministic",
+                              f"{program.name}: {self_check.reason}: {self_check.message or ''}".strip())
+        seen = len(eng.stats()["invalid"])
+        steps = eng.enumerate(program)
+        out["invalid"] = [{"rule": b["rule"], "strategy": getattr(eng.owner(b["rule"]), "name", None),
+                           "error": b["error"]} for b in eng.stats()["invalid"][seen:]]
+        out["counts"]["neighbours"] = len(steps)
+        rng = random.Random(f"{opts.get('seed', 0)}:{out['key']}")
+        sample = stratified_sample(steps, opts.get("per_program"), rng)
+        out["counts"]["sampled"] = len(sample)
+        target = opts.get("target") or "llvm"
+        tir0 = self._tir(program, target)
+        cuda0 = self._cuda(program) if target == "cuda" else None
+        timing0 = self.verifier.measure(program) if opts.get("time") else None
+        seen: dict[str, str] = {}
+        for step in sample:
+            if step.leir in seen:          # the engine lists one step per distinct result: a bug if not
+                out["failures"].append(self._duplicate(record, origin, step, seen[step.leir]))
+                continue
+            seen[step.leir] = step.rule
+            row, failure = self._candidate(program, record, origin, step, tir0, cuda0, timing0)
+            if row is not None:
+                out["rows"].append(row)
+            else:
+                out["failures"].append(failure)
+        out["counts"]["verified"], out["counts"]["failed"] = len(out["rows"]), len(out["failures"])
+
+    def _tir(self, program, target: str) -> str:
+        from lowering.tir import lower_to_tvmscript
+        return lower_to_tvmscript(program, target)
+
+    def _cuda(self, program) -> str:
+        from lowering.tir import cuda_source
+        return cuda_source(program)
+
+    @staticmethod
+    def _provenance(step) -> dict:
+        return {"strategy": step.strategy, "category": step.category, "rule": step.rule, "site": list(step.site),
+                "params": json.dumps(step.choice, sort_keys=True), "exactness": step.exactness, "key": step.key,
+                "also": [a[0] for a in step.alternatives]}
+
+    def _duplicate(self, record, origin, step, first_rule: str) -> dict:
+        return {"id": row_id(record, step.key), "program": record["name"], "source": origin["source"],
+                "step": self._provenance(step), "transformed": step.leir, "stage": "duplicate", "verdict": None,
+                "message": f"the same program as an earlier step of this program (rule {first_rule}): the engine "
+                           "listed one result twice instead of as one step with alternatives"}
+
+    def _candidate(self, program, record, origin, step, tir0, cuda0, timing0):
+        from lowering import LoweringError
+        eng, opts = self.engine, self.options
+        prov = self._provenance(step)
+        rid = row_id(record, step.key)
+        fail = {"id": rid, "program": record["name"], "source": origin["source"], "step": prov,
+                "transformed": step.leir}
+        try:
+            transformed = step.program
+        except Exception as e:          # an invalid neighbour is a rule bug
+            return None, {**fail, "stage": "invalid", "verdict": None, "message": str(e)}
+        # a row must replay: Engine.apply finds the step again by its (rule, site, params)
+        try:
+            again = eng.apply(program, {"rule": step.rule, "site": list(step.site), "params": step.choice})
+        except LeirError as e:
+            return None, {**fail, "stage": "replay", "verdict": None, "message": e.message}
+        if again.to_leir() != step.leir:
+            return None, {**fail, "stage": "replay", "verdict": None,
+                          "message": "Engine.apply gives another program: another step of this program has the same "
+                                     "rule, site and parameters (the parameters do not identify the step)"}
+        verdict = self.verifier.verify_step(program, step)
+        outputs = [d.name for d in program.outputs]
+        if not verdict.equal:
+            return None, {**fail, "stage": "verify", "verdict": verification_record(verdict, outputs),
+                          "message": f"{verdict.reason}: {verdict.message or ''}".strip()}
+        meta = eng.strategy(step.strategy).meta
+        try:
+            trace = cot.render(step.strategy, meta["description"], program, transformed, step.site, step.rule)
+        except cot.CotError as e:
+            return None, {**fail, "stage": "cot", "verdict": verification_record(verdict, outputs), "message": str(e)}
+        target = opts.get("target") or "llvm"
+        try:
+            tir1 = self._tir(transformed, target)
+            cuda = {"original": cuda0, "transformed": self._cuda(transformed)} if target == "cuda" else None
+        except LoweringError as e:
+            return None, {**fail, "stage": "lower", "verdict": verification_record(verdict, outputs),
+                          "message": e.message}
+        timing = None
+        if timing0 is not None:
+            m = self.verifier.measure(transformed)
+            timing = timing_record(timing0, m)
+        row = {"id": rid, "program": record, "origin": origin, "step": prov, "transformed": step.leir,
+               "difficulty": difficulty(meta), "cot": trace, "numerical_risk": step.exactness != "bitwise",
+               "verification": verification_record(verdict, outputs),
+               "timing": timing, "tir": {"target": target, "original": tir0, "transformed": tir1},
+               "cuda": cuda, "seed": int(opts.get("seed") or 0), "split": None}
+        return row, None
+
+
+def timing_record(m0, m1) -> dict:
+    ok = m0.ok and m1.ok and m1.median_ms
+    return {"target": m0.target, "repeat": m0.repeat, "original_ms": m0.median_ms, "original_spread_ms": m0.spread_ms,
+            "transformed_ms": m1.median_ms if m1.ok else None, "transformed_spread_ms": m1.spread_ms if m1.ok else None,
+            "speedup": round(m0.median_ms / m1.median_ms, 6) if ok else None}
+
+
+def _message(e: LeirError) -> str:
+    return e.format().splitlines()[0] if isinstance(e, LeirError) else str(e)
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def resolve(spec: dict):
+    """(Program, origin record) of a task spec: a program record, a workload of the library at
+    given shapes and dtype, or a KernelBench-style file (its text travels in the spec, so a
+    worker on another machine needs no shared file system)."""
+    kind = spec["kind"]
+    origin = {"source": spec["source"], "kind": kind, "workload": None, "shapes": None, "dtype": None,
+              "points": None, "shrunk": None}
+    if kind == "program":
+        from engine.leir.files import program_from_json
+        rec = spec["program"]
+        try:
+            return program_from_json(rec, spec.get("line", 1)), origin
+        except LeirError as e:
+            raise e.located(spec.get("file") or spec["source"]) from None
+    if kind == "workload":
+        from .translate import translate
+        from .workloads import instantiate, registry
+        w = registry()[spec["workload"]]
+        inst = instantiate(w, spec["shapes"], spec["dtype"], seed=spec.get("seed", 0))
+        origin.update(workload=w.name, shapes=json.dumps(spec["shapes"], sort_keys=True), dtype=spec["dtype"])
+        try:
+            tr = translate(inst.model, inst.inputs(spec.get("seed", 0)), w.name)
+        except LeirError as e:
+            raise LeirError(f"workload {w.name}: {e.message}") from None
+        return tr.program, origin
+    if kind == "kernelbench":
+        import tempfile
+        from pathlib import Path
+
+        from .translate import translate
+        from .translate.kernelbench import load
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / Path(spec["path"]).name
+            path.write_text(spec["text"])
+            try:
+                loaded = load(path, {}, spec.get("dtype"), spec.get("seed", 0))
+                tr = translate(loaded.model, loaded.inputs, loaded.name)
+            except LeirError as e:
+                e.file = spec["path"] if e.file in (None, str(path)) else e.file
+                raise
+        origin.update(dtype=spec.get("dtype"))
+        return tr.program, origin
+    raise LeirError(f"unknown task kind '{kind}'")

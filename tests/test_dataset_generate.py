@@ -1,0 +1,339 @@
+"""The generation job end to end (python -m dataset.generate, python -m dataset.check) on a few
+tiny programs: every row verified, replayable and true to its trace; byte-identical output
+whatever the number of workers or the backend; a job killed with SIGKILL at random moments and
+resumed gives exactly the uninterrupted output; bad sources are notes; every config loads with
+``datasets``."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from dataset import check as checker
+from dataset import generate
+
+PROGRAMS = {
+    "softmax.leir": """program softmax
+input  A f32[4, 16]
+output C f32[4, 16]
+B^{4}_{tx=0}L^{16}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];
+B^{4}_{tx=0}L^{16}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx});];
+B^{4}_{tx=0}L^{16}_{a=0}[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/E^{f32,g}_{tx};];
+""",
+    "matmul.leir": """program matmul
+input  A f32[8, 8]
+input  C f32[8, 8]
+output D f32[8, 8]
+B^{8}_{tx=0}L^{8}_{a=0}L^{8}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];
+""",
+    "hinge.leir": """program hinge
+input  A f32[16, 2]
+input  C f32[16, 2]
+output E f32[16, 2]
+B^{16}_{tx=0}L^{2}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*C^{f32,g}_{tx,a};];
+B^{16}_{tx=0}L^{2}_{a=0}[E^{f32,g}_{tx,a}=max(1-D^{f32,g}_{tx,a},0);];
+""",
+    "broken.leir": "program broken\ninput A f32[4]\noutput C f32[4]\nL^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a]\n",
+}
+JSONL = [
+    {"name": "sigmoid", "inputs": [{"name": "A", "dtype": "f32", "shape": [4, 8]}],
+     "outputs": [{"name": "C", "dtype": "f32", "shape": [4, 8]}],
+     "leir": "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=1/(1+exp(-A^{f32,g}_{tx,a}));];"},
+    {"name": "bad", "inputs": [], "outputs": [{"name": "C", "dtype": "f32", "shape": [4]}],
+     "leir": "L^{4}_{a=0}[C^{f32,g}_{a}=Q^{f32,g}_{a};];"},
+]
+ARGS = ["--per-program", "4", "--seed", "3", "--test-fraction", "0.3", "--timeout", "120"]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("sources")
+    for name, text in PROGRAMS.items():
+        (d / name).write_text(text)
+    (d / "more.jsonl").write_text("".join(json.dumps(r) + "\n" for r in JSONL))
+    return d
+
+
+def run_generate(sources: Path, out: Path, *extra: str) -> None:
+    assert generate.main([str(sources), "-o", str(out), *ARGS, *extra]) == 0
+
+
+REFERENCE_SECONDS: list[float] = []
+
+
+@pytest.fixture(scope="module")
+def reference(sources, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("reference")
+    t0 = time.perf_counter()
+    run_generate(sources, out, "--workers", "1")
+    REFERENCE_SECONDS.append(time.perf_counter() - t0)
+    return out
+
+
+def outputs(out: Path) -> dict[str, bytes]:
+    """Every output file's bytes; stats.json without its measured throughput section."""
+    files = {}
+    for p in sorted(out.rglob("*")):
+        rel = p.relative_to(out)
+        if p.is_file() and rel.parts[0] != ".journal":
+            data = p.read_bytes()
+            if rel.name == "stats.json":
+                stats = json.loads(data)
+                stats.pop("throughput")
+                data = json.dumps(stats, sort_keys=True).encode()
+            files[str(rel)] = data
+    return files
+
+
+def lines(out: Path, name: str) -> list[dict]:
+    return [json.loads(l) for l in (out / name).read_text().splitlines()]
+
+
+def test_rows_are_verified_and_the_checker_agrees(reference):
+    rows = lines(reference, "rows.jsonl")
+    assert len(rows) >= 12
+    assert {r["program"]["name"] for r in rows} == {"softmax", "matmul", "hinge", "sigmoid"}
+    assert all(r["verification"]["equal"] and len(r["verification"]["trials"]) == 3 for r in rows)
+    assert all(r["verification"]["tolerance"]["mode"] == ("exact" if r["step"]["exactness"] == "bitwise"
+                                                          else "strict") for r in rows)
+    per_program = {}
+    for r in rows:
+        per_program.setdefault(r["program"]["name"], set()).add(r["step"]["strategy"])
+    assert all(len(s) >= 3 for s in per_program.values())            # the sample is spread over strategies
+    assert {r["split"] for r in rows} == {"train", "test"}
+    report = checker.check(reference, sample=3, progress=False)
+    assert report.problems == []
+    assert report.counts["replayed"] == report.counts["traces"] == len(rows)
+    assert report.counts["re-verified"] == 3
+
+
+def test_bad_sources_are_notes_not_the_end_of_the_job(reference):
+    notes = lines(reference, "skipped.jsonl")
+    by_source = {n["source"].rsplit("/", 1)[-1]: n for n in notes}
+    assert set(by_source) == {"broken.leir", "more.jsonl:2"}
+    assert by_source["broken.leir"]["reason"] == "bad source"
+    assert "broken.leir:4:" in by_source["broken.leir"]["message"]
+    assert "more.jsonl:2:" in by_source["more.jsonl:2"]["message"]
+    stats = json.loads((reference / "stats.json").read_text())
+    assert stats["sources"]["skipped"] == {"bad source": 2}
+
+
+def test_chat_files_and_stats(reference):
+    single = lines(reference, "single.jsonl")
+    assert single and all(c["messages"][0]["content"].startswith("Give the following IR of ") for c in single)
+    for c in single:
+        think, answer = c["messages"][1]["content"][7:].split("</think><answer>")
+        label = json.loads(answer[:-len("</answer>")])
+        assert set(label) == {"transformed_IR", "applied_strategy"} and think.startswith("The strategy ")
+    multi = lines(reference, "multi.jsonl")
+    assert multi
+    for c in multi:
+        label = json.loads(c["messages"][1]["content"].split("<answer>")[1][:-len("</answer>")])
+        assert len(label) >= 2 and f"at least {len(label)} different" in c["messages"][0]["content"]
+    stats = json.loads((reference / "stats.json").read_text())
+    assert stats["rows"] == len(lines(reference, "rows.jsonl"))
+    assert stats["bucket_mix"]["paper"] == {"difficult": 87.32, "medium": 12.17, "easy": 0.51}
+    assert set(stats["filter"]) == {"single", "multi"} and stats["throughput"]["verified_rows_per_worker_minute"] > 0
+    assert sorted(p.name for p in (reference / "plots").glob("*.png")) == \
+        ["bucket_mix.png", "strategy_counts.png", "text_lengths.png"]
+
+
+def test_every_config_loads_with_datasets(reference, tmp_path, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    datasets.disable_progress_bars()
+    stats = json.loads((reference / "stats.json").read_text())
+    for config, splits in stats["files"]["parquet"].items():
+        ds = datasets.load_dataset(str(reference), config, cache_dir=str(tmp_path / "hf"))
+        assert {k: len(v) for k, v in ds.items()} == splits
+    for name in ("rows", "failures", "skipped", "single", "multi", "single_trl", "multi_trl"):
+        path = reference / f"{name}.jsonl"
+        if path.stat().st_size:
+            ds = datasets.load_dataset("json", data_files=str(path), cache_dir=str(tmp_path / "hf"))
+            assert len(ds["train"]) == len(lines(reference, f"{name}.jsonl"))
+
+
+def test_sigkill_at_random_moments_then_resume_gives_the_uninterrupted_output(sources, reference, tmp_path):
+    """Also the worker-count test: the killed and resumed job runs 2 workers, the reference 1.
+
+    First kill: at a random moment within the reference run's duration (often before any task
+    finished); second kill: a random moment after the journal holds a task (mid-job, some work
+    committed, some in flight). Then the same command runs to the end."""
+    rng = random.Random(11)
+    cmd = [sys.executable, "-m", "dataset.generate", str(sources), "-o", str(tmp_path), *ARGS, "--workers", "2"]
+    tasks = tmp_path / ".journal" / "tasks"
+    kills = []
+    for attempt in range(2):
+        proc = subprocess.Popen(cmd, env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if attempt == 0:
+            deadline = time.monotonic() + rng.uniform(0.2, 0.8) * REFERENCE_SECONDS[0]
+        else:
+            before = len(list(tasks.glob("*.json"))) if tasks.exists() else 0
+            while proc.poll() is None and (len(list(tasks.glob("*.json"))) if tasks.exists() else 0) <= before:
+                time.sleep(0.05)
+            deadline = time.monotonic() + rng.uniform(0.0, 1.0)
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills.append(len(list(tasks.glob("*.json"))) if tasks.exists() else 0)
+    assert kills, "the job finished before it could be killed"
+    done = subprocess.run(cmd, env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert not list(tasks.glob(".*"))                       # no temporary journal file left behind
+    assert outputs(tmp_path) == outputs(reference)
+
+
+def test_a_tampered_dataset_fails_the_check(reference, tmp_path):
+    import shutil
+    out = tmp_path / "copy"
+    shutil.copytree(reference, out)
+    rows = lines(out, "rows.jsonl")
+    i = next(k for k, r in enumerate(rows) if "a split by a factor of" in r["cot"] or "`" in r["cot"])
+    rows[i]["cot"] = rows[i]["cot"].replace("`", "`X", 1)
+    rows[i + 1]["transformed"] = rows[i]["transformed"]
+    (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = subprocess.run([sys.executable, "-m", "dataset.check", str(out), "--sample", "0", "--json"], env=ENV,
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    whats = " | ".join(p["what"] for p in report["problems"])
+    assert "chain-of-thought" in whats and "Engine.apply gives a different program" in whats
+    assert "differ from rows.jsonl" in whats                # the Parquet copy no longer matches
+
+
+def test_user_errors_exit_2_with_a_message(sources, reference, tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "dataset.generate", *args], env=ENV, cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+    p = run(str(sources), "-o", str(tmp_path / "a"), "--per-program", "0")
+    assert p.returncode == 2 and "--per-program must be positive" in p.stderr and "Traceback" not in p.stderr
+    p = run(str(sources), "-o", str(tmp_path / "b"), "--strategies", "loop_splitt")
+    assert p.returncode == 2 and "unknown strategy or strategy set 'loop_splitt'" in p.stderr
+    p = run(str(sources), "-o", str(reference), *ARGS[:2], "--seed", "4")     # another job's folder
+    assert p.returncode == 2 and "they differ in: seed" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "dataset.check", str(tmp_path)], env=ENV, cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "no generated dataset" in p.stderr
+
+
+def test_time_measures_speedups_and_pairs_preferences(sources, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "matmul.leir").write_text(PROGRAMS["matmul.leir"])
+    out = tmp_path / "out"
+    assert generate.main([str(src), "-o", str(out), "--per-program", "4", "--time", "--seed", "1"]) == 0
+    rows = lines(out, "rows.jsonl")
+    assert rows and all(r["timing"]["original_ms"] > 0 and r["timing"]["speedup"] > 0 for r in rows)
+    for p in lines(out, "preferences.jsonl"):
+        assert p["chosen_speedup"] > p["rejected_speedup"]
+    assert (out / "plots" / "speedups.png").exists()
+    assert checker.check(out, sample=0, progress=False).problems == []
+
+
+def test_ray_backend_gives_the_local_output(sources, reference, tmp_path):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    try:
+        run_generate(sources, tmp_path, "--backend", "ray", "--workers", "2")
+    finally:
+        ray.shutdown()
+    assert outputs(tmp_path) == outputs(reference)
+
+
+KERNELBENCH = '''import torch
+import torch.nn as nn
+
+batch_size = 4
+dim = 8
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_workloads_kernelbench_files_and_cuda_source(tmp_path):
+    src = tmp_path / "kb"
+    src.mkdir()
+    (src / "scaled_relu.py").write_text(KERNELBENCH)
+    (src / "broken.py").write_text("import torch\nclass Model(:\n")
+    out = tmp_path / "out"
+    assert generate.main([str(src), "--workloads", "Softsign", "--shapes", "test", "-o", str(out),
+                          "--per-program", "2", "--target", "cuda"]) == 0
+    rows = lines(out, "rows.jsonl")
+    names = {r["program"]["name"] for r in rows}
+    assert names == {"scaled_relu", "Softsign"}
+    wl = next(r for r in rows if r["program"]["name"] == "Softsign")
+    assert wl["origin"]["kind"] == "workload" and json.loads(wl["origin"]["shapes"]) == {"B": 4, "D": 64}
+    assert all(r["tir"]["target"] == "cuda" and "__global__" in r["cuda"]["original"]
+               and "__global__" in r["cuda"]["transformed"] for r in rows)
+    assert all(r["verification"]["target"] == "llvm" for r in rows)         # no CUDA device here: the CPU
+    notes = lines(out, "skipped.jsonl")
+    assert [n["reason"] for n in notes] == ["bad source"] and "broken.py:2" in notes[0]["message"]
+    assert checker.check(out, sample=0, progress=False).problems == []
+
+
+def test_a_step_that_does_not_replay_is_a_failure_not_a_row(monkeypatch):
+    """Engine.apply finds a step by (rule, site, params); a step it cannot find again (parameters
+    that do not identify it) is a rule bug in failures.jsonl, not a row nobody could replay."""
+    from dataset.task import Runner
+    from engine import Engine, parse_program
+    program = parse_program(PROGRAMS["matmul.leir"], "matmul.leir")
+    real = Engine.apply
+
+    def apply(self, prog, step):
+        got = real(self, prog, step)
+        rule = step["rule"] if isinstance(step, dict) else step.rule
+        return prog if rule.startswith("loop_unrolling") else got       # pretend unrolling replays wrongly
+    monkeypatch.setattr(Engine, "apply", apply)
+    runner = Runner({"seed": 0, "per_program": 6, "strategies": ["loop_unrolling", "loop_split"], "trials": 3,
+                     "timeout": 120})
+    try:
+        res = runner.run({"index": 0, "source": "matmul.leir", "kind": "program", "program": program.to_json()})
+    finally:
+        runner.close()
+    assert res["rows"] and all(r["step"]["strategy"] == "loop_split" for r in res["rows"])
+    fails = res["failures"]
+    assert fails and {f["stage"] for f in fails} == {"replay"} and all(f["verdict"] is None for f in fails)
+    assert {f["step"]["strategy"] for f in fails} == {"loop_unrolling"}
+
+
+def test_a_program_that_does_not_lower_is_skipped_with_its_reason(monkeypatch):
+    from dataset.task import Runner
+    from engine import parse_program
+    from lowering import Verdict, Verifier
+    program = parse_program(PROGRAMS["matmul.leir"], "matmul.leir")
+    monkeypatch.setattr(Verifier, "verify", lambda self, a, b, tolerance=None: Verdict(
+        False, "build failed", "original: TVM could not build the program for llvm: (simulated)", "llvm"))
+    runner = Runner({"seed": 0, "per_program": 2, "strategies": "paper", "trials": 3, "timeout": 60})
+    try:
+        res = runner.run({"index": 0, "source": "matmul.leir", "kind": "program", "program": program.to_json()})
+    finally:
+        runner.close()
+    assert res["status"] == "skipped" and res["rows"] == [] and res["failures"] == []
+    assert res["note"]["reason"] == "does not lower"
+    assert res["note"]["message"].startswith("matmul: build failed: original: TVM could not build")
