@@ -2,6 +2,7 @@
 rule choosing its tolerance, and a worker that hangs or dies giving a verdict instead of taking
 the caller down or making it wait forever."""
 import os
+from pathlib import Path
 import signal
 import threading
 import time
@@ -101,3 +102,37 @@ def test_in_process_verifier_gives_the_same_verdicts():
     assert a.equal and a.reason == "equal"
     with pytest.raises(ValueError, match="needs isolate=True"):
         Verifier(isolate=False, timeout=1)
+
+
+def test_a_worker_dies_with_its_caller(tmp_path):
+    """kill -9 of the process that owns a Verifier ends its busy worker too (within seconds)."""
+    import subprocess
+    import sys
+    script = tmp_path / "owner.py"
+    script.write_text(
+        "import sys, time\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from test_verifier import slow, small\n"
+        "from lowering import Verifier\n"
+        "v = Verifier()\n"
+        "v.verify(small(), small())\n"
+        "print(v._idle[0].proc.pid, flush=True)\n"
+        "v.verify(slow(), slow('d,c'))\n")
+    owner = subprocess.Popen([sys.executable, str(script), str(Path(__file__).parent)], stdout=subprocess.PIPE,
+                             text=True)
+    worker = int(owner.stdout.readline())
+    time.sleep(1.0)
+    owner.kill()
+    owner.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and _alive(worker):
+        time.sleep(0.2)
+    assert not _alive(worker)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

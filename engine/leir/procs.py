@@ -13,6 +13,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from multiprocessing.connection import Connection
 from typing import Callable, Optional
 
@@ -106,6 +108,7 @@ def serve(handler: Callable, argv: Optional[list] = None, prepare: Optional[Call
     argv = sys.argv[1:] if argv is None else argv
     conn = Connection(int(argv[0]))
     sys.stdout = sys.stderr
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     if prepare is not None:
         prepare()
     conn.send("ready")
@@ -124,3 +127,12 @@ def serve(handler: Callable, argv: Optional[list] = None, prepare: Optional[Call
             conn.send(answer)
         except (BrokenPipeError, OSError):
             return
+
+
+def _exit_with_parent(ppid: int) -> None:
+    """A worker busy in a long request does not read its socket: when its caller is gone (killed
+    with ``kill -9``, say) it is re-parented, and this watchdog ends it within a second."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != ppid:
+            os._exit(1)
