@@ -128,11 +128,10 @@ class Engine:
             raise StepError(f"no strategy has a rule named '{step.rule}'")
         if owner.name not in self.strategies:
             raise StepError(f"rule '{step.rule}' belongs to strategy '{owner.name}', which this engine does not load")
-        candidates = self._steps_of(program, owner.name)
-        want = step.key
-        for s in candidates:
-            if s.key == want or any(step_key(a[2], a[3], dict(a[4])) == want for a in s.alternatives):
-                return s.program
+        candidates, by_key = self._steps_of(program, owner.name)
+        got = by_key.get(step.key)
+        if got is not None:
+            return got.program
         raise StepError(_mismatch(step, candidates))
 
     def replay(self, program, steps: Iterable) -> list:
@@ -146,13 +145,20 @@ class Engine:
             out.append(program)
         return out
 
-    def _steps_of(self, program, strategy: str) -> list[Step]:
+    def _steps_of(self, program, strategy: str) -> tuple[list[Step], dict[str, Step]]:
+        """The steps of one strategy on ``program`` and each step by the key of every provenance
+        (its own and its alternatives': keys are unique per program), memoised: a trajectory
+        or a whole enumeration replays many steps of one program."""
         key = (program.to_leir(), tuple((d.name, d.dtype, d.shape) for d in program.known), strategy)
         got = self._memo.get(key)
         if got is None:
-            got = [step_from_neighbour(nb) for nb in
-                   self._enum.enumerate(program, [strategy], validate=True).neighbours]
-            self._memo[key] = got
+            steps = [step_from_neighbour(nb) for nb in
+                     self._enum.enumerate(program, [strategy], validate=True).neighbours]
+            by_key: dict[str, Step] = {}
+            for s in steps:
+                for k in [s.key] + [step_key(a[2], a[3], dict(a[4])) for a in s.alternatives]:
+                    by_key.setdefault(k, s)
+            got = self._memo[key] = (steps, by_key)
             if len(self._memo) > 64:
                 self._memo.popitem(last=False)
         else:

@@ -44,12 +44,13 @@ identities, ``:let ((VAR TERM) ...)`` terms bound for RIGHT and ``:params P`` (a
 chain). The loader expands each rule in place (same line) into::
 
     (rule ((MathSite e s) (= e LEFT) GUARD ... (= s (Eqn lhs r init)))
-          (LET ... (Step s (Eqn lhs (RepV r e RIGHT) init) "NAME" P))
+          (LET ... (Step s (Eqn lhs (RepV r e RIGHT) init) "NAME" (PExpr "expr" e P)))
           :ruleset s_<strategy> :name "NAME")
 
 ``(MathSite e s)``: e is a value position of the floating-point equation s whose output may
 be rounded differently (rules/leir.egg); a range-dependent rule uses ``(WideSite e s)``, a
-MathSite whose arithmetic is f32 / f64. The names ``e s lhs r init`` are the template's:
+MathSite whose arithmetic is f32 / f64. The parameter ``expr`` (the text of e) tells the
+rule's matches in one equation apart; P (default ``(PNil)``) follows it. The names ``e s lhs r init`` are the template's:
 guards may read ``lhs``, LEFT and RIGHT may not use them.
 """
 from __future__ import annotations
@@ -270,7 +271,7 @@ class Identity:
         site = "WideSite" if name in self.range else "MathSite"
         guards = "".join(" " + sexp_text(g) for g in self.when)
         lets = "".join(f"(let {sexp_text(v.value[0])} {sexp_text(v.value[1])}) " for v in self.lets)
-        params = sexp_text(self.params) if self.params is not None else "(PNil)"
+        params = f'(PExpr "expr" e {sexp_text(self.params) if self.params is not None else "(PNil)"})'
         ruleset = "s_" + name.split("/")[0]
         return (f"(rule (({site} e s) (= e {sexp_text(pattern)}){guards} (= s (Eqn lhs r init))) "
                 f"({lets}(Step s (Eqn lhs (RepV r e {sexp_text(replacement)}) init) \"{name}\" {params})) "
