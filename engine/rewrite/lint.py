@@ -6,8 +6,8 @@ Checks, each reported as ``file:line:col: error: message``:
 * strategy metadata: every key present and no unknown one, the strategy name, category and
   bucket as in the spec's summary table, integer K/P/S, a known inverse (or ``none``),
   exactness ``bitwise`` / ``reassociating``, a description; one block per strategy; ``@range``
-  exactly on the blocks that have a range-guarded rule (one whose query uses ``WideSite`` or
-  ``WideFloat``);
+  exactly on the blocks that have a range-guarded rule (one whose query uses a relation of
+  ``RANGE_RELATIONS``: ``WideSite``, ``WideFloat``, ``PartialsOK``);
 * identities (rulebook.py): the two rules of a pair belong to strategies that name each other
   as @inverse, each direction binds every variable it uses, no term uses a name of the rule
   template;

@@ -16,13 +16,14 @@ Required keys: ``strategy category difficulty K P S inverse exactness descriptio
 
 * ``@range WHY``: some rules of the strategy are sound only while the values stay within a
   range that a 16-bit float (f16, bf16) leaves in ordinary use, and those rules are guarded to
-  f32 / f64 arithmetic (``WideSite`` / ``WideFloat`` of rules/leir.egg). WHY says what can
-  overflow or underflow. A rule is range-dependent when its result can become inf, NaN or 0
-  where the original stays finite, because it forms an exponential, product or quotient that
-  the original does not and whose magnitude exceeds the original's values by a factor that is
-  itself a data value (exp(a) for exp(a-b), b*c for a/c + b, V/P for a data pivot P), not
-  merely under cancellation (a reassociation's hazard). ``engine.lint`` checks that a block
-  has ``@range`` exactly when some rule of it carries the guard.
+  f32 / f64 arithmetic (``WideSite``, ``WideFloat`` or ``PartialsOK`` of rules/leir.egg, the
+  ``RANGE_RELATIONS``). WHY says what can overflow or underflow. A rule is range-dependent when
+  its result can become inf, NaN or 0 where the original stays finite, because it forms an
+  exponential, product or quotient that the original does not and whose magnitude exceeds the
+  original's values by a factor that is itself a data value (exp(a) for exp(a-b), b*c for
+  a/c + b, V/P for a data pivot P, a running sum of length n), not merely under cancellation
+  (a reassociation's hazard, bounded by the tolerance). ``engine.lint`` checks that a block has
+  ``@range`` exactly when some rule of it carries the guard.
 
 Rules in a block are written with ``:ruleset step``; the loader moves each block into its
 own ruleset ``s_<strategy>`` (same line, so egglog's error spans stay right) and defines
@@ -123,7 +124,7 @@ METADATA_KEYS = ("strategy", "category", "difficulty", "K", "P", "S", "inverse",
 OPTIONAL_KEYS = ("range",)
 EXACTNESS = ("bitwise", "reassociating")
 # relations whose use in a rule's query makes it range-guarded (f32 / f64 arithmetic only)
-RANGE_RELATIONS = ("WideSite", "WideFloat")
+RANGE_RELATIONS = ("WideSite", "WideFloat", "PartialsOK")
 IDENTITY = "identity"
 TEMPLATE_NAMES = ("e", "s", "lhs", "r", "init")      # bound by the identity rule template
 IDENTITY_OPTIONS = (":when", ":let", ":params", ":range")
