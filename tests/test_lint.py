@@ -118,6 +118,7 @@ def test_identity_pair_lints_clean_and_gives_both_rules(tmp_path):
     ("(ECons a (ENil))) (Call", "(ECons lhs (ENil))) (Call", "a name of the rule template"),
     ('a b) (ENil))))', 'a b) (ENil))) :range "powsimp/other")', ":range names a rule of this identity"),
     ('a b) (ENil))))', 'a b) (ENil))) :guard (Positive a))', "expected one of :when"),
+    ('a b) (ENil))))', 'a b) (ENil))) :when (Positive a))', ":when takes a list of guards"),
     ('"expand_powsimp/exp_sum"', '"expand_powsimp/exp_sum" "powsimp/third"', "names one rule"),
     ('"powsimp/exp_product"', '"nope/exp_product"', "after a strategy block of this file"),
     ('a b) (ENil))))', 'a b) (ENil))) :range "expand_powsimp/exp_sum")', "no @range"),

@@ -312,6 +312,9 @@ def parse_identity(form: SExp) -> tuple[Identity | None, list[tuple[int, int, st
     lets = [lt for v in opts.get(":let", []) for lt in (v.value if v.is_list else [v])]
     params = opts.get(":params", [None])
     rng = [v.value.strip('"') for v in opts.get(":range", []) if not v.is_list]
+    for g in when:
+        if not g.is_list:
+            problems.append((g.line, g.col, f"identity '{names[0]}': :when takes a list of guards, (GUARD ...)"))
     for lt in lets:
         if not lt.is_list or len(lt.value) != 2 or lt.value[0].is_list:
             problems.append((lt.line, lt.col, f"identity '{names[0]}': :let takes (VAR TERM) pairs"))
