@@ -88,3 +88,32 @@ def test_whole_corpus_and_examples_replay_with_unique_keys(engine):
         check_program(engine, p)
     for f in sorted(EXAMPLES.glob("*.leir")):
         check_program(engine, load_program(f))
+
+
+BUGGY = """
+;; @strategy loop_unrolling
+;; @category operator
+;; @difficulty medium
+;; @K 0 @P 1 @S 0
+;; @inverse none
+;; @exactness bitwise
+;; @description unrolls a loop (and, deliberately, renames it in the header only: a rule bug)
+(rule ((= s (Nest ls body)) (LoopAt ls i l) (= l (Lp "L" v n)) (> n 1))
+      ((Step s (Nest (LSet ls i (Lp "U" "zz" n)) body) "loop_unrolling" (PStr "loop" v (PNil))))
+      :ruleset step :name "loop_unrolling")
+"""
+
+
+def test_a_step_that_builds_an_invalid_program_is_a_clear_error(tmp_path):
+    """apply re-analyses only the step it returns; a rule bug there is a StepError, and enumerate
+    never lists it (it is counted in stats()['invalid'])."""
+    import shutil
+    from engine import StepError
+    from engine.rewrite.rulebook import RULES_DIR
+    shutil.copy(RULES_DIR / "leir.egg", tmp_path / "leir.egg")
+    (tmp_path / "x.egg").write_text(BUGGY)
+    eng = Engine(rules=tmp_path)
+    p = load_program(EXAMPLES / "softmax.leir")
+    assert eng.enumerate(p) == [] and eng.stats()["invalid"]
+    with pytest.raises(StepError, match="builds an invalid program"):
+        eng.apply(p, {"rule": "loop_unrolling", "site": [0], "params": {"loop": "a"}})
