@@ -77,3 +77,67 @@ def test_cli_exit_codes(tmp_path):
     r = subprocess.run([sys.executable, "-m", "engine.lint", str(tmp_path / "missing")], capture_output=True,
                        text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+PAIR = """
+;; @strategy powsimp
+;; @category math
+;; @difficulty easy
+;; @K 1 @P 1 @S 0
+;; @inverse expand_powsimp
+;; @exactness reassociating
+;; @description combines powers
+;; @strategy expand_powsimp
+;; @category math
+;; @difficulty easy
+;; @K 1 @P 1 @S 0
+;; @inverse powsimp
+;; @exactness reassociating
+;; @description splits powers
+(identity "powsimp/exp_product" "expand_powsimp/exp_sum"
+          (Bin "*" (Call "exp" (ECons a (ENil))) (Call "exp" (ECons b (ENil))))
+          (Call "exp" (ECons (Bin "+" a b) (ENil))))
+"""
+
+
+def test_identity_pair_lints_clean_and_gives_both_rules(tmp_path):
+    from engine.rewrite.rulebook import load_rulebook
+    d = rules_dir(tmp_path, PAIR)
+    assert errors(lint(d)) == []
+    book = load_rulebook(d)
+    assert {s.name: s.rules for s in book.strategies} == {"powsimp": ["powsimp/exp_product"],
+                                                          "expand_powsimp": ["expand_powsimp/exp_sum"]}
+    text = book.text(d / "x.egg")
+    assert text.count("\n") == PAIR.count("\n")            # expanded in place: line numbers kept
+    assert ":ruleset s_powsimp" in text and ":ruleset s_expand_powsimp" in text
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("@inverse powsimp", "@inverse none", "do not name each other as @inverse"),
+    ('(Call "exp" (ECons (Bin "+" a b) (ENil))))', '(Call "exp" (ECons (Bin "+" a c) (ENil))))', "does not bind"),
+    ("(ECons a (ENil))) (Call", "(ECons lhs (ENil))) (Call", "a name of the rule template"),
+    ('a b) (ENil))))', 'a b) (ENil))) :range "powsimp/other")', ":range names a rule of this identity"),
+    ('a b) (ENil))))', 'a b) (ENil))) :guard (Positive a))', "expected one of :when"),
+    ('a b) (ENil))))', 'a b) (ENil))) :when (Positive a))', ":when takes a list of guards"),
+    ('"expand_powsimp/exp_sum"', '"expand_powsimp/exp_sum" "powsimp/third"', "names one rule"),
+    ('"powsimp/exp_product"', '"nope/exp_product"', "after a strategy block of this file"),
+    ('a b) (ENil))))', 'a b) (ENil))) :range "expand_powsimp/exp_sum")', "no @range"),
+    (";; @description splits powers", ";; @description splits powers\n;; @range exp(a) overflows", None),
+    (";; @description combines powers", ";; @description combines powers\n;; @range exp(a) overflows",
+     "none of its rules is guarded"),
+    (";; @description combines powers", ";; @description combines powers\n;; @rnage x", "unknown metadata key @rnage"),
+])
+def test_bad_identities_are_located(tmp_path, old, new, message):
+    assert old in PAIR
+    text = PAIR.replace(old, new)
+    if message is None:      # @range on expand_powsimp with no guarded rule
+        text = text.replace('a b) (ENil))))', 'a b) (ENil))) :range "expand_powsimp/exp_sum")')
+        assert errors(lint(rules_dir(tmp_path, text))) == []
+        return
+    errs = errors(lint(rules_dir(tmp_path, text)))
+    assert any(message in e and str(tmp_path / "x.egg") in e for e in errs), errs
+
+
+def test_identity_egglog_errors_point_at_the_identity(tmp_path):
+    errs = errors(lint(rules_dir(tmp_path, PAIR.replace('(Bin "+" a b)', '(Bin "+" a)'))))
+    assert any("x.egg:16:" in e and "egglog" in e for e in errs), errs

@@ -10,7 +10,7 @@ from engine.leir.ast import TensorDecl
 from engine.rewrite.enumerate import Enumerator
 from engine.leir.parser import parse_body
 from engine.leir.program import make_program
-from engine.rewrite.rulebook import RULES_DIR, keyword, read_sexps
+from engine.rewrite.rulebook import RULES_DIR, keyword, load_rulebook, read_sexps
 from rulekit import prog
 
 ALGEBRAIC = ("factorization", "expand_factorization", "cancellation", "expand_cancellation", "apart",
@@ -36,8 +36,9 @@ def neighbours(engine, p, strategy):
 
 
 def math_rules():
-    """(rule name, pattern s-exp, replacement s-exp, lets, positive vars) of every math.egg rule."""
-    text = (RULES_DIR / "math.egg").read_text()
+    """(rule name, pattern s-exp, replacement s-exp, lets, positive vars) of every math.egg rule,
+    as egglog runs it: the rule book expands each identity into one rule per direction."""
+    text = load_rulebook().text(RULES_DIR / "math.egg")
     out = []
     for form in read_sexps(text):
         if form.head != "rule":

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from typing import Iterable, Mapping
 
 from engine.leir.diagnostics import LeirError
-from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.enumerate import Enumerator, InvalidNeighbour
 from engine.rewrite.rulebook import SPEC_STRATEGIES
 from engine.rewrite.steps import Step, step_from_neighbour, step_key
 
@@ -128,12 +128,15 @@ class Engine:
             raise StepError(f"no strategy has a rule named '{step.rule}'")
         if owner.name not in self.strategies:
             raise StepError(f"rule '{step.rule}' belongs to strategy '{owner.name}', which this engine does not load")
-        candidates = self._steps_of(program, owner.name)
-        want = step.key
-        for s in candidates:
-            if s.key == want or any(step_key(a[2], a[3], dict(a[4])) == want for a in s.alternatives):
-                return s.program
-        raise StepError(_mismatch(step, candidates))
+        candidates, by_key = self._steps_of(program, owner.name)
+        got = by_key.get(step.key)
+        if got is None:
+            raise StepError(_mismatch(step, candidates))
+        try:
+            return got.program                # re-analysed here, for this step only
+        except InvalidNeighbour as e:
+            raise StepError(f"rule '{step.rule}' at site {list(step.site)} builds an invalid program "
+                            f"(a rule bug, never listed by enumerate): {e}") from None
 
     def replay(self, program, steps: Iterable) -> list:
         """The programs of a trajectory: each step applied to the previous result."""
@@ -146,13 +149,21 @@ class Engine:
             out.append(program)
         return out
 
-    def _steps_of(self, program, strategy: str) -> list[Step]:
+    def _steps_of(self, program, strategy: str) -> tuple[list[Step], dict[str, Step]]:
+        """The steps of one strategy on ``program`` and each step by the key of every provenance
+        (its own and its alternatives': keys are unique per program), memoised: a trajectory
+        or a whole enumeration replays many steps of one program. Not re-analysed here: ``apply``
+        re-analyses the one step it returns."""
         key = (program.to_leir(), tuple((d.name, d.dtype, d.shape) for d in program.known), strategy)
         got = self._memo.get(key)
         if got is None:
-            got = [step_from_neighbour(nb) for nb in
-                   self._enum.enumerate(program, [strategy], validate=True).neighbours]
-            self._memo[key] = got
+            steps = [step_from_neighbour(nb) for nb in
+                     self._enum.enumerate(program, [strategy], validate=False).neighbours]
+            by_key: dict[str, Step] = {}
+            for s in steps:
+                for k in [s.key] + [step_key(a[2], a[3], dict(a[4])) for a in s.alternatives]:
+                    by_key.setdefault(k, s)
+            got = self._memo[key] = (steps, by_key)
             if len(self._memo) > 64:
                 self._memo.popitem(last=False)
         else:

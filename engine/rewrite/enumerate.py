@@ -27,7 +27,7 @@ from engine.rewrite.analyses.program import program_facts
 from engine.leir.printer import Printer
 from engine.rewrite.rulebook import Rulebook, load_rulebook
 from engine.rewrite.strata import needed, queried_tables, strata
-from engine.rewrite.terms import SP, Decoder, Interner, call, encode, lit_i, lit_s
+from engine.rewrite.terms import SP, Decoder, ExprParam, Interner, call, encode, lit_i, lit_s
 
 LOOP_LETTERS = "acdfghijklmnopqrsuw"
 TENSOR_LETTERS = "ACDEFGHIJKMNOQRSWXYZ"
@@ -86,7 +86,7 @@ def resolve_provenance(p: Provenance, names: dict) -> Provenance:
     A placeholder the body does not use cannot be named consistently: it is an error in
     the rule that wrote it, reported rather than printed raw.
     """
-    if not any(isinstance(v, str) and v.startswith("#") for _, v in p.params):
+    if not any(isinstance(v, str) and "#" in v for _, v in p.params):
         return p
     params = []
     for k, v in p.params:
@@ -94,6 +94,12 @@ def resolve_provenance(p: Provenance, names: dict) -> Provenance:
             if v not in names:
                 raise InvalidNeighbour(f"{p.rule}: parameter {k}={v} names a placeholder the result does not use")
             v = names[v]
+        elif isinstance(v, str) and "#" in v:         # an expression's text mentioning a placeholder
+            try:
+                v = rename_text(v, names)
+            except _Uncovered:
+                raise InvalidNeighbour(f"{p.rule}: parameter {k}={v} names a placeholder the result does not use") \
+                    from None
         params.append((k, v))
     return replace(p, params=tuple(params))
 
@@ -721,7 +727,13 @@ class Enumerator:
         taken = _tensor_names(program, body)
         found: dict[tuple, Neighbour] = {}
         shared = _Shared()
+        printed: dict[tuple, tuple] = {}
         for rel, lhs_key, rhs_value, rule, params in rows:
+            if params and any(type(v) is ExprParam for _, v in params):
+                got = printed.get(params)
+                if got is None:
+                    got = printed[params] = _print_params(params, dec, shared.printer)
+                params = got
             strat = self.owner.get(rule)
             if strat is None:
                 raise LeirError(f"Step row names rule '{rule}', which no strategy block owns")
@@ -802,6 +814,13 @@ class Enumerator:
     def _prov_key(self, p: Provenance):
         params = tuple((k, (0, v, "") if isinstance(v, int) else (1, 0, str(v))) for k, v in p.params)
         return (self.order.get(p.strategy, 1 << 30), p.rule, p.site, params)
+
+
+def _print_params(params: tuple, dec, printer) -> tuple:
+    """``params`` with each term value (``ExprParam``) as the canonical LEIR text of its
+    expression (without outer parentheses): a readable record of which sub-expression the rule
+    chose, fixed by the program alone."""
+    return tuple((k, printer.bare(dec.ast_of_key(v.key)) if type(v) is ExprParam else v) for k, v in params)
 
 
 _ENGINE: Enumerator | None = None

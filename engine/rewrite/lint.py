@@ -3,11 +3,17 @@
 Checks, each reported as ``file:line:col: error: message``:
 
 * the files load into egglog (syntax, types, unbound names), with egglog's own message;
-* strategy metadata: every key present, the strategy name, category and bucket as in the
-  spec's summary table, integer K/P/S, a known inverse (or ``none``), exactness
-  ``bitwise`` / ``reassociating``, a description; one block per strategy;
+* strategy metadata: every key present and no unknown one, the strategy name, category and
+  bucket as in the spec's summary table, integer K/P/S, a known inverse (or ``none``),
+  exactness ``bitwise`` / ``reassociating``, a description; one block per strategy; ``@range``
+  exactly on the blocks that have a range-guarded rule (one whose query uses a relation of
+  ``RANGE_RELATIONS``: ``WideSite``, ``WideFloat``, ``PartialsOK``);
+* identities (rulebook.py): the two rules of a pair belong to strategies that name each other
+  as @inverse, each direction binds every variable it uses, no term uses a name of the rule
+  template;
 * rule names: present, unique, ``<strategy>`` or ``<strategy>/<variant>``, in ruleset
-  ``step``, and the Step row the rule inserts names the rule itself;
+  ``step`` (an identity's rules: in their strategy's own ruleset), and the Step row the rule
+  inserts names the rule itself;
 * unknown relations: every function a strategy rule uses is declared in some rule file;
 * unused guards: a pattern variable bound once and never used again (prefix it with ``_``
   to mark it deliberately unused). Analysis relations no rule uses are warnings.
@@ -19,8 +25,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.rewrite.rulebook import (EXACTNESS, METADATA_KEYS, SCHEMA_FILE, SPEC_STRATEGIES, SExp, SExpError,
-                       load_rulebook, read_sexps)
+from engine.rewrite.rulebook import (EXACTNESS, METADATA_KEYS, OPTIONAL_KEYS, RANGE_RELATIONS, SCHEMA_FILE,
+                                     SPEC_STRATEGIES, TEMPLATE_NAMES, SExp, SExpError, keyword, load_rulebook,
+                                     read_sexps)
 
 STEP_RELATIONS = ("Step", "StepItems", "StepExpr")
 # egglog primitives and action keywords that may appear in rules
@@ -127,7 +134,7 @@ def lint(path: str | Path | None = None) -> Report:
     declared: dict[str, tuple[int, int]] = {}
     for f in book.files:
         try:
-            forms = read_sexps(book.texts[str(f)])
+            forms = read_sexps(book.text(f))       # identities expanded into their rules
         except SExpError as e:
             rep.error(f, e.line, e.col, str(e))
             forms = []
@@ -147,8 +154,13 @@ def lint(path: str | Path | None = None) -> Report:
         for key in METADATA_KEYS:
             if key not in s.meta or not s.meta[key]:
                 rep.error(*where, f"strategy '{s.name}' has no @{key}")
-        spec = SPEC_STRATEGIES.get(s.name)
         ml = lambda k: (s.file, s.meta_lines.get(k, s.line), 1)  # noqa: E731
+        for key in s.meta:
+            if key not in METADATA_KEYS and key not in OPTIONAL_KEYS:
+                rep.error(*ml(key), f"unknown metadata key @{key} (known: {', '.join(METADATA_KEYS + OPTIONAL_KEYS)})")
+        if "range" in s.meta and not s.meta["range"]:
+            rep.error(*ml("range"), f"@range of '{s.name}' must say what can overflow or underflow")
+        spec = SPEC_STRATEGIES.get(s.name)
         if spec and s.meta.get("category") and s.meta["category"] != spec[0]:
             rep.error(*ml("category"), f"@category {s.meta['category']}: the spec puts '{s.name}' in '{spec[0]}'")
         if spec and s.meta.get("difficulty") and s.meta["difficulty"] != spec[1]:
@@ -165,20 +177,42 @@ def lint(path: str | Path | None = None) -> Report:
         if not s.rules:
             rep.error(*where, f"strategy '{s.name}' has no rules")
 
-    # 3. rules: names, rulesets, Step names, unknown relations, unused variables
+    # 3. identities, then rules: names, rulesets, Step names, unknown relations, unused variables
+    strategies = book.by_name()
+    for f, idents in book.identities.items():
+        for ident in idents:
+            _check_identity(rep, f, ident, strategies)
+    generated = book.identity_rules()
+    guarded: dict[str, list[str]] = {}          # strategy -> its range-guarded rules
     used_relations: set[str] = set()
     for f in book.files:
         blocks = [s for s in book.strategies if s.file == str(f)]
         for form in forms_by_file[str(f)]:
             for h, sub in _calls(form):
                 used_relations.add(h)
-            owner = None
-            for s in blocks:
-                if s.line < form.line:
-                    owner = s
-            if owner is None or form.head not in ("rule", "rewrite", "birewrite"):
+            if form.head not in ("rule", "rewrite", "birewrite"):
                 continue
-            _check_rule(rep, f, form, owner, declared, all_rules)
+            name = keyword(form, ":name")
+            name = name.value.strip('"') if name is not None else ""
+            if name in generated:
+                owner, ruleset = strategies.get(name.split("/")[0]), "s_" + name.split("/")[0]
+            else:
+                owner, ruleset = None, "step"
+                for s in blocks:
+                    if s.line < form.line:
+                        owner = s
+            if owner is None:
+                continue
+            _check_rule(rep, f, form, owner, declared, all_rules, ruleset)
+            if form.head == "rule" and any(h in RANGE_RELATIONS for h, _ in _calls(form.value[1])):
+                guarded.setdefault(owner.name, []).append(name)
+    for s in book.strategies:
+        if s.range and s.name not in guarded:
+            rep.error(s.file, s.meta_lines.get("range", s.line), 1,
+                      f"@range on '{s.name}', but none of its rules is guarded by {' or '.join(RANGE_RELATIONS)}")
+        elif not s.range and s.name in guarded:
+            rep.error(s.file, s.line, 1, f"'{s.name}' has range-guarded rules ({', '.join(guarded[s.name])}) but no "
+                                         "@range saying what can overflow or underflow")
 
     # 4. analysis relations nobody uses (warnings)
     schema = next((f for f in book.files if f.name == SCHEMA_FILE), None)
@@ -193,7 +227,41 @@ def lint(path: str | Path | None = None) -> Report:
     return rep
 
 
-def _check_rule(rep: Report, f, form: SExp, owner, declared, all_rules):
+def _check_identity(rep: Report, f, ident, strategies) -> None:
+    """An identity's own constraints (rulebook.parse_identity checked its syntax)."""
+    form = ident.form
+    owners = [strategies.get(n.split("/")[0]) for n in ident.names]
+    if len(ident.names) == 2 and all(owners):
+        a, b = owners
+        if a.meta.get("inverse") != b.name or b.meta.get("inverse") != a.name:
+            rep.error(f, form.line, form.col, f"identity '{ident.names[0]}' pairs '{a.name}' with '{b.name}', which do "
+                                              "not name each other as @inverse")
+    for term in (ident.left, ident.right):
+        hits = [v for v in _var_list(term) if v.value in TEMPLATE_NAMES]
+        for v in hits[:1]:
+            rep.error(f, v.line, v.col, f"identity '{ident.names[0]}' uses '{v.value}', a name of the rule template "
+                                        f"({' '.join(TEMPLATE_NAMES)}): rename it")
+    bound_by_guards = set()
+    for g in ident.when:
+        bound_by_guards |= {v.value for v in _var_list(g)}
+    lets = {lt.value[0].value for lt in ident.lets}
+    for name, pattern, replacement in ident.directions():
+        bound = {v.value for v in _var_list(pattern)} | bound_by_guards | lets | set(TEMPLATE_NAMES)
+        free = sorted({v.value for v in _var_list(replacement)} - bound)
+        if free:
+            rep.error(f, form.line, form.col, f"rule '{name}' of an identity uses {', '.join(free)}, which its "
+                                              "pattern does not bind (a two-way identity needs the same variables on "
+                                              "both sides)")
+
+
+def _var_list(x: SExp) -> list:
+    out: list = []
+    if x.is_list:
+        _vars(x, out)
+    return out
+
+
+def _check_rule(rep: Report, f, form: SExp, owner, declared, all_rules, ruleset: str = "step"):
     name_x = None
     items = form.value
     for i, it in enumerate(items[:-1]):
@@ -213,8 +281,8 @@ def _check_rule(rep: Report, f, form: SExp, owner, declared, all_rules):
     for i, it in enumerate(items[:-1]):
         if not it.is_list and it.value == ":ruleset":
             rs = items[i + 1]
-    if rs is None or rs.value != "step":
-        rep.error(f, form.line, form.col, f"rule '{name}' must be in ':ruleset step'")
+    if rs is None or rs.value != ruleset:
+        rep.error(f, form.line, form.col, f"rule '{name}' must be in ':ruleset {ruleset}'")
     if form.head != "rule":
         rep.error(f, form.line, form.col, f"strategy rule '{name}' must be a (rule ...) inserting a Step row "
                                           "(step mode: no rewrite/union of program terms)")

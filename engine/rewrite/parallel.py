@@ -1,10 +1,9 @@
 """``Engine.enumerate_many`` over worker processes: each worker (``python -m
-engine.rewrite.parallel``) loads the rules once and lists the steps of the programs it is sent;
+engine.rewrite.worker``) loads the rules once and lists the steps of the programs it is sent;
 the steps come back as their JSON records and build their program on first use."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,7 +19,7 @@ def enumerate_in_processes(engine, programs: list, workers: int, strategies=None
     def one(p):
         w = getattr(local, "worker", None)
         if w is None:
-            w = local.worker = WorkerProcess("engine.rewrite.parallel", (config,))
+            w = local.worker = WorkerProcess("engine.rewrite.worker", (config,))
             procs.append(w)
         try:
             status, payload = w.call((p.to_json(), strategies))
@@ -43,21 +42,3 @@ def enumerate_in_processes(engine, programs: list, workers: int, strategies=None
         engine._record(p, steps, invalid)
         out.append(steps)
     return out
-
-
-def _serve(argv: list[str]) -> None:
-    from engine.leir.files import program_from_json
-    from engine.leir.procs import serve
-    from engine.rewrite.engine import Engine
-    config = json.loads(argv[1])
-    engine = Engine(config["rules"], config["strategies"])
-
-    def handle(request):
-        record, strategies = request
-        steps, invalid = engine._list(program_from_json(record), strategies, True)
-        return ("ok", ([s.to_json() for s in steps], invalid))
-    serve(handle, argv[:1])
-
-
-if __name__ == "__main__":
-    _serve(sys.argv[1:])

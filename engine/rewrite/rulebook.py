@@ -12,10 +12,47 @@ strategy's rules, up to the next header or the end of the file::
     ;; @description divides one loop of a nest into two nested loops
     (rule (...) ((Step lhs rhs "loop_split" params)) :ruleset step :name "loop_split")
 
+Required keys: ``strategy category difficulty K P S inverse exactness description``. Optional:
+
+* ``@range WHY``: some rules of the strategy are sound only while the values stay within a
+  range that a 16-bit float (f16, bf16) leaves in ordinary use, and those rules are guarded to
+  f32 / f64 arithmetic (``WideSite``, ``WideFloat`` or ``PartialsOK`` of rules/leir.egg, the
+  ``RANGE_RELATIONS``). WHY says what can overflow or underflow. A rule is range-dependent when
+  its result can become inf, NaN or 0 where the original stays finite, because it forms an
+  exponential, product or quotient that the original does not and whose magnitude exceeds the
+  original's values by a factor that is itself a data value (exp(a) for exp(a-b), b*c for
+  a/c + b, V/P for a data pivot P, a running sum of length n), not merely under cancellation
+  (a reassociation's hazard, bounded by the tolerance). ``engine.lint`` checks that a block has
+  ``@range`` exactly when some rule of it carries the guard.
+
 Rules in a block are written with ``:ruleset step``; the loader moves each block into its
 own ruleset ``s_<strategy>`` (same line, so egglog's error spans stay right) and defines
 ``step`` as the union of all of them, so a query can run any subset for one iteration.
 Adding a strategy is adding a block: no Python change.
+
+Value rewrites (the math strategies) are declared as identities instead of rules::
+
+    (identity "powsimp/exp_product" "expand_powsimp/exp_sum"
+              (Bin "*" (Call "exp" (ECons a (ENil))) (Call "exp" (ECons b (ENil))))
+              (Call "exp" (ECons (Bin "+" a b) (ENil)))
+              :range "expand_powsimp/exp_sum")
+
+LEFT = RIGHT holds for real numbers; the first rule rewrites LEFT into RIGHT, the optional
+second one (of the inverse strategy) RIGHT into LEFT. Each rule belongs to the block its
+name's strategy heads (in the same file). Options: ``:when (GUARD ...)`` extra guards (both
+directions), ``:range NAME ...`` the rules that are range-dependent, and, for one-way
+identities, ``:let ((VAR TERM) ...)`` terms bound for RIGHT and ``:params P`` (a Params
+chain). The loader expands each rule in place (same line) into::
+
+    (rule ((MathSite e s) (= e LEFT) GUARD ... (= s (Eqn lhs r init)))
+          (LET ... (Step s (Eqn lhs (RepV r e RIGHT) init) "NAME" (PExpr "expr" e P)))
+          :ruleset s_<strategy> :name "NAME")
+
+``(MathSite e s)``: e is a value position of the floating-point equation s whose output may
+be rounded differently (rules/leir.egg); a range-dependent rule uses ``(WideSite e s)``, a
+MathSite whose arithmetic is f32 / f64. The parameter ``expr`` (the text of e) tells the
+rule's matches in one equation apart; P (default ``(PNil)``) follows it. The names ``e s lhs r init`` are the template's:
+guards may read ``lhs``, LEFT and RIGHT may not use them.
 """
 from __future__ import annotations
 
@@ -84,7 +121,13 @@ SPEC_STRATEGIES: dict[str, tuple[str, str]] = {
     "normal_matmul_to_prefix_matmul_based_on_online_softmax": ("math", "difficult"),
 }
 METADATA_KEYS = ("strategy", "category", "difficulty", "K", "P", "S", "inverse", "exactness", "description")
+OPTIONAL_KEYS = ("range",)
 EXACTNESS = ("bitwise", "reassociating")
+# relations whose use in a rule's query makes it range-guarded (f32 / f64 arithmetic only)
+RANGE_RELATIONS = ("WideSite", "WideFloat", "PartialsOK")
+IDENTITY = "identity"
+TEMPLATE_NAMES = ("e", "s", "lhs", "r", "init")      # bound by the identity rule template
+IDENTITY_OPTIONS = (":when", ":let", ":params", ":range")
 
 
 @dataclass
@@ -107,6 +150,11 @@ class Strategy:
         return self.meta.get("exactness", "")
 
     @property
+    def range(self) -> str:
+        """Why some rules of the strategy are range-dependent ("" when none is)."""
+        return self.meta.get("range", "")
+
+    @property
     def ruleset(self) -> str:
         return "s_" + self.name
 
@@ -126,6 +174,8 @@ class SExp:
     value: object          # list[SExp] | str (atoms keep their source text; strings quoted)
     line: int
     col: int
+    start: int = -1        # offsets of the form in its text (lists only): text[start:end]
+    end: int = -1
 
     @property
     def is_list(self) -> bool:
@@ -161,18 +211,25 @@ def read_sexps(text: str) -> list[SExp]:
                 lstart = m.start() + tok.rfind("\n") + 1
             continue
         if tok == "(":
-            node = SExp([], line, col)
+            node = SExp([], line, col, m.start())
             stack[-1].value.append(node)
             stack.append(node)
         elif tok == ")":
             if len(stack) == 1:
                 raise SExpError("unbalanced ')'", line, col)
-            stack.pop()
+            stack.pop().end = m.end()
         else:
             stack[-1].value.append(SExp(tok, line, col))
     if len(stack) != 1:
         raise SExpError("unclosed '('", stack[-1].line, stack[-1].col)
     return stack[0].value
+
+
+def sexp_text(x: SExp) -> str:
+    """The form on one line (atoms as written, one space between items)."""
+    if not x.is_list:
+        return x.value
+    return "(" + " ".join(sexp_text(c) for c in x.value) + ")"
 
 
 def keyword(form: SExp, key: str) -> SExp | None:
@@ -190,8 +247,107 @@ def keyword(form: SExp, key: str) -> SExp | None:
 _DIRECTIVE = re.compile(r"@(\w+)\s*((?:(?!\s@\w).)*)")
 
 
-def parse_blocks(text: str, filename: str) -> tuple[list[Strategy], list[SExp], list[tuple[int, str]]]:
-    """(strategies, forms outside any block, problems) of one rule file."""
+@dataclass
+class Identity:
+    """One ``(identity NAME [NAME] LEFT RIGHT options...)`` form of a rule file."""
+
+    names: list[str]                  # the rule rewriting LEFT into RIGHT, then the reverse one if any
+    left: SExp
+    right: SExp
+    when: list[SExp]
+    lets: list[SExp]                  # (VAR TERM) pairs
+    params: SExp | None
+    range: list[str]                  # rule names (of ``names``) that are range-dependent
+    form: SExp
+
+    def directions(self) -> list[tuple[str, SExp, SExp]]:
+        """(rule name, pattern, replacement) of each rule the identity declares."""
+        out = [(self.names[0], self.left, self.right)]
+        if len(self.names) > 1:
+            out.append((self.names[1], self.right, self.left))
+        return out
+
+    def rule_text(self, name: str, pattern: SExp, replacement: SExp) -> str:
+        """The egglog rule of one direction, on one line (see the module docstring)."""
+        site = "WideSite" if name in self.range else "MathSite"
+        guards = "".join(" " + sexp_text(g) for g in self.when)
+        lets = "".join(f"(let {sexp_text(v.value[0])} {sexp_text(v.value[1])}) " for v in self.lets)
+        params = f'(PExpr "expr" e {sexp_text(self.params) if self.params is not None else "(PNil)"})'
+        ruleset = "s_" + name.split("/")[0]
+        return (f"(rule (({site} e s) (= e {sexp_text(pattern)}){guards} (= s (Eqn lhs r init))) "
+                f"({lets}(Step s (Eqn lhs (RepV r e {sexp_text(replacement)}) init) \"{name}\" {params})) "
+                f":ruleset {ruleset} :name \"{name}\")")
+
+
+def parse_identity(form: SExp) -> tuple[Identity | None, list[tuple[int, int, str]]]:
+    """The identity a form declares, or None and the problems (line, col, message)."""
+    items = form.value[1:]
+    names: list[str] = []
+    while items and not items[0].is_list and items[0].value.startswith('"'):
+        names.append(items[0].value.strip('"'))
+        items = items[1:]
+    where = (form.line, form.col)
+    if not 1 <= len(names) <= 2:
+        return None, [(*where, "an identity names one rule (LEFT to RIGHT) or two (and RIGHT to LEFT)")]
+    if len(items) < 2 or not items[0].is_list or not items[1].is_list:
+        return None, [(*where, f"identity '{names[0]}' needs two terms, LEFT and RIGHT, after its rule names")]
+    left, right, rest = items[0], items[1], items[2:]
+    opts: dict[str, list[SExp]] = {}
+    problems = []
+    i = 0
+    while i < len(rest):
+        k = rest[i]
+        if k.is_list or k.value not in IDENTITY_OPTIONS:
+            problems.append((k.line, k.col, f"identity '{names[0]}': expected one of {', '.join(IDENTITY_OPTIONS)}"))
+            break
+        vals = []
+        i += 1
+        while i < len(rest) and (rest[i].is_list or not rest[i].value.startswith(":")):
+            vals.append(rest[i])
+            i += 1
+        if k.value in opts:
+            problems.append((k.line, k.col, f"identity '{names[0]}': {k.value} given twice"))
+        opts[k.value] = vals
+    when = [g for v in opts.get(":when", []) for g in (v.value if v.is_list else [v])]
+    lets = [lt for v in opts.get(":let", []) for lt in (v.value if v.is_list else [v])]
+    params = opts.get(":params", [None])
+    rng = [v.value.strip('"') for v in opts.get(":range", []) if not v.is_list]
+    for g in when:
+        if not g.is_list:
+            problems.append((g.line, g.col, f"identity '{names[0]}': :when takes a list of guards, (GUARD ...)"))
+    for lt in lets:
+        if not lt.is_list or len(lt.value) != 2 or lt.value[0].is_list:
+            problems.append((lt.line, lt.col, f"identity '{names[0]}': :let takes (VAR TERM) pairs"))
+    if len(params) != 1 or (params[0] is not None and not params[0].is_list):
+        problems.append((form.line, form.col, f"identity '{names[0]}': :params takes one Params term"))
+    if len(names) == 2 and (lets or params[0] is not None):
+        problems.append((form.line, form.col, f"identity '{names[0]}': :let and :params need a one-way identity "
+                                              "(the reverse rule could not bind them)"))
+    for n in opts.get(":range", []):
+        if n.is_list or n.value.strip('"') not in names:
+            problems.append((n.line, n.col, f"identity '{names[0]}': :range names a rule of this identity"))
+    if problems:
+        return None, problems
+    return Identity(names, left, right, when, lets, params[0], rng, form), []
+
+
+def expand_identities(text: str, identities: list[Identity]) -> str:
+    """``text`` with each identity form replaced by its rules, on the form's first line (the
+    newlines of the form are kept, so every later line keeps its number)."""
+    out, pos = [], 0
+    for ident in sorted(identities, key=lambda i: i.form.start):
+        f = ident.form
+        rules = " ".join(ident.rule_text(*d) for d in ident.directions())
+        out.append(text[pos:f.start])
+        out.append(rules + "\n" * text.count("\n", f.start, f.end))
+        pos = f.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def parse_blocks(text: str, filename: str):
+    """(strategies, forms outside any block, problems as (line, message), identities) of one
+    rule file."""
     starts: list[Strategy] = []
     problems: list[tuple[int, str]] = []
     current: Strategy | None = None
@@ -218,7 +374,23 @@ def parse_blocks(text: str, filename: str) -> tuple[list[Strategy], list[SExp], 
                 current.meta_lines[key] = no
     forms = read_sexps(text)
     outside: list[SExp] = []
+    identities: list[Identity] = []
+    by_name = {st.name: st for st in starts}
     for f in forms:
+        if f.head == IDENTITY:
+            ident, probs = parse_identity(f)
+            problems.extend((line, msg) for line, _, msg in probs)
+            if ident is None:
+                continue
+            for name in ident.names:
+                st = by_name.get(name.split("/")[0])
+                if st is None or "/" not in name:
+                    problems.append((f.line, f"identity rule '{name}' must be named '<strategy>/<variant>' after a "
+                                             "strategy block of this file"))
+                else:
+                    st.rules.append(name)
+            identities.append(ident)
+            continue
         owner = None
         for st in starts:
             if st.line < f.line:
@@ -229,7 +401,7 @@ def parse_blocks(text: str, filename: str) -> tuple[list[Strategy], list[SExp], 
         if f.head in ("rule", "rewrite", "birewrite"):
             name = keyword(f, ":name")
             owner.rules.append(name.value.strip('"') if name is not None else "")
-    return starts, outside, problems
+    return starts, outside, problems, identities
 
 
 def rewrite_rulesets(text: str, blocks: list[Strategy]) -> str:
@@ -247,9 +419,19 @@ class Rulebook:
     """The schema and every strategy block of a rules directory."""
 
     files: list[Path]
-    texts: dict[str, str]
+    texts: dict[str, str]               # file -> its text as written
     strategies: list[Strategy]
     problems: list[tuple[str, int, str]]
+    identities: dict[str, list[Identity]] = field(default_factory=dict)   # file -> its identity forms
+    expanded: dict[str, str] = field(default_factory=dict)   # file -> text with identities expanded into rules
+
+    def text(self, f) -> str:
+        """The egglog text of a file: identity forms expanded into their rules."""
+        return self.expanded.get(str(f), self.texts[str(f)])
+
+    def identity_rules(self) -> dict[str, Identity]:
+        """rule name -> the identity that declares it."""
+        return {n: i for ids in self.identities.values() for i in ids for n in i.names}
 
     def by_name(self) -> dict[str, Strategy]:
         return {s.name: s for s in self.strategies}
@@ -274,7 +456,7 @@ class Rulebook:
         out.append(("<rulesets>", decl))
         for f in self.files[1:]:
             blocks = [s for s in self.strategies if s.file == str(f)]
-            text = rewrite_rulesets(self.texts[str(f)], blocks)
+            text = rewrite_rulesets(self.text(f), blocks)
             if drop & {b.ruleset for b in blocks}:
                 text = blank_ruleset(text, drop)
             out.append((str(f), text))
@@ -329,17 +511,23 @@ def load_rulebook(path: str | Path | None = None) -> Rulebook:
     texts: dict[str, str] = {}
     strategies: list[Strategy] = []
     problems: list[tuple[str, int, str]] = []
+    identities: dict[str, list[Identity]] = {}
+    expanded: dict[str, str] = {}
     for f in files:
         text = f.read_text()
         texts[str(f)] = text
         try:
-            blocks, _, probs = parse_blocks(text, str(f))
+            blocks, _, probs, idents = parse_blocks(text, str(f))
         except SExpError as e:
             problems.append((str(f), e.line, str(e)))
             continue
-        if f.name == SCHEMA_FILE and blocks:
-            problems.append((str(f), blocks[0].line, "strategy blocks belong in the strategy files, not the schema"))
+        if f.name == SCHEMA_FILE and (blocks or idents):
+            line = blocks[0].line if blocks else idents[0].form.line
+            problems.append((str(f), line, "strategy blocks and identities belong in the strategy files, not the schema"))
             continue
         strategies.extend(blocks)
         problems.extend((str(f), line, msg) for line, msg in probs)
-    return Rulebook(files, texts, strategies, problems)
+        if idents:
+            identities[str(f)] = idents
+            expanded[str(f)] = expand_identities(text, idents)
+    return Rulebook(files, texts, strategies, problems, identities, expanded)

@@ -237,6 +237,14 @@ def encode(body, interner: Interner, root_name: str = "$prog", prefix: str = "$"
 _PRIM_KINDS = frozenset(("S", "I", "set", None))
 
 
+@dataclass(frozen=True)
+class ExprParam:
+    """A parameter value that is a term (``PExpr``): the interned key of the expression. The
+    enumerator prints it as canonical LEIR text before the parameter leaves the engine."""
+
+    key: int
+
+
 class Decoder:
     """Reads terms back from a frozen e-graph (schema constructors only)."""
 
@@ -443,8 +451,8 @@ class Decoder:
 
     def params(self, value) -> tuple:
         """A Params list as a tuple of (key, value) pairs, first key first (a key set twice
-        keeps its first position and its last value, as a dict would). Memoised per list:
-        the rows of one rule share their tails."""
+        keeps its first position and its last value, as a dict would); a term value is an
+        ``ExprParam``. Memoised per list: the rows of one rule share their tails."""
         memo = self._params
         got = memo.get(value)
         if got is not None:
@@ -459,7 +467,9 @@ class Decoder:
             chain.append((v, name, ins))
             v = ins[2]
         for v, name, ins in reversed(chain):
-            key, val = self.prim("S", ins[0]), self.prim(SIGNATURES[name][1][1], ins[1])
+            kind = SIGNATURES[name][1][1]
+            key = self.prim("S", ins[0])
+            val = self.prim(kind, ins[1]) if kind in ("S", "I") else ExprParam(self.key_of(ins[1]))
             tail = memo[ins[2]]
             for k, x in tail:
                 if k == key:

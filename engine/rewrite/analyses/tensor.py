@@ -48,7 +48,7 @@ def _children(e) -> tuple:
 
 
 def moved_reads(e, v: str) -> list[Ref]:
-    """The reads the rules' traversal (TsE / TsCp) replaces by slices: outermost refs whose index
+    """The reads the rules' traversal (SlicedReadsE / SliceCopiesE) replaces by slices: outermost refs whose index
     mentions ``v``, in left-to-right order (one per occurrence)."""
     if isinstance(e, Ref):
         return [e] if v in _vars(e) else []
@@ -210,13 +210,13 @@ def concat_axes(s, t, shapes: dict) -> list[str]:
 
 
 def tensor_facts(program, enc, per_key: dict, pair: list) -> None:
-    """Add TsAxis (per top-level nest) and CatAxis (per adjacent top-level pair) facts."""
+    """Add TensorSplitAxis (per top-level nest) and TensorConcatAxis (per adjacent top-level pair) facts."""
     shapes = {n: b.shape for n, b in program.info.buffers.items()}
     body = program.body
     for i, n in enumerate(body):
         key = enc.path_key[(i,)]
         for v, kind in split_axes(n, shapes):
-            per_key.setdefault(key, set()).add(("TsAxis", v, kind))
+            per_key.setdefault(key, set()).add(("TensorSplitAxis", v, kind))
         if i + 1 < len(body):
             for v in concat_axes(n, body[i + 1], shapes):
-                pair.append(("CatAxis", key, enc.path_key[(i + 1,)], v))
+                pair.append(("TensorConcatAxis", key, enc.path_key[(i + 1,)], v))
