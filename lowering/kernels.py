@@ -19,7 +19,8 @@ threads of a kernel run at once, kernels run one after the other):
 * every other tensor a kernel writes must be *owned*: each element it touches is touched by
   one thread only. That holds when some index dimension is the same affine function of the
   hardware indices for every access of the tensor in the kernel and determines every
-  hardware index of extent above 1 (``X_{tx,a}``, ``X_{a*128+tx}`` with ``tx<128``);
+  hardware index of extent above 1 (``X_{tx,a}``, ``X_{a*128+tx}`` with ``tx<128``, and a
+  dimension split by a layout change, ``X_{tx//384,tx%384}``, counts as the one it was);
   shared and local buffers are exempt (TVM places barriers between their phases and gives
   every thread its own local copy), and so is a tensor only one equation of the kernel writes,
   and nothing in it reads, with a value and an element that do not depend on the indices it
@@ -33,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from engine.leir.affine import affine, mixed_radix
-from engine.leir.ast import BinOp, Call, Equation, Ref, Unary, Var, walk
+from engine.leir.ast import BinOp, Call, Equation, Num, Ref, Unary, Var, walk
 
 TAGS = {"tx": "threadIdx.x", "ty": "threadIdx.y", "tz": "threadIdx.z",
         "bx": "blockIdx.x", "by": "blockIdx.y", "bz": "blockIdx.z"}
@@ -188,12 +189,13 @@ def _determined(accesses, kernel_tags: dict) -> set[str]:
     rank = len(accesses[0][0].index)
     if any(len(a[0].index) != rank for a in accesses):
         return set()
+    entries = [_unsplit(a[0].index) for a in accesses]
     found: set[str] = set()
     for d in range(rank):
         forms = []
-        for ref, tag_of, inner, host in accesses:
+        for (ref, tag_of, inner, host), index in zip(accesses, entries):
             extents = {**inner, **host}
-            a = affine(ref.index[d], extents)
+            a = affine(index[d], extents) if index[d] is not None else None
             if a is None:
                 forms = None
                 break
@@ -247,6 +249,20 @@ def _redundant(info, chains, accesses, missing: set) -> bool:
     bound = {l.var for _, l in chains[k] if l.kind == "B" and binding_tag(l.var) in missing}
     used = {n.name for e in (eq.rhs, *eq.lhs.index) for n in walk(e) if isinstance(n, Var)}
     return not used & bound
+
+
+def _unsplit(index) -> list:
+    """``index`` with each pair of entries ``e//k`` and ``e%k`` (a dimension split by a layout
+    change) replaced by ``e`` in the first and None in the second: together they are ``e``."""
+    out = list(index)
+    for i, x in enumerate(index):
+        if isinstance(x, BinOp) and x.op == "//" and isinstance(x.rhs, Num) and x.rhs.is_int:
+            for j, y in enumerate(index):
+                if (isinstance(y, BinOp) and y.op == "%" and y.lhs == x.lhs and isinstance(y.rhs, Num)
+                        and y.rhs.text == x.rhs.text and out[j] is not None):
+                    out[i], out[j] = x.lhs, None
+                    break
+    return out
 
 
 def _kernels(prog):

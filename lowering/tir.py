@@ -2,8 +2,15 @@
 
 The text is generated from the analysed program (``program.info``), deterministically:
 
-* parameters are the program's inputs then outputs, in declared order;
-* global intermediates are allocated at function level with their inferred shapes;
+* parameters are the program's inputs then outputs, in declared order, then the *scratch*
+  buffers (``Lowered.scratch``): every global intermediate with its inferred shape, in
+  first-use order, and the float32 accumulator of a half-precision output; the runner
+  allocates them zero-filled, so no TVM pass merges or re-points a tensor that crosses
+  kernels (``lowering.run``);
+* types follow ``lowering.types``, and half precision ``lowering.narrow``: each equation
+  computes in float32 and rounds once on store; half tensors that an equation reads while
+  writing them are float32 accumulators, rounded when other equations read them and
+  rounded into an output after the last statement;
 * every equation becomes one ``T.sblock`` (named after its output, ``_1``, ``_2`` for
   repeats) that remaps *all* enclosing loop variables, outermost first, with ``R`` for the
   equation's reduction axes and ``S`` otherwise; index expressions are written inline on
@@ -18,7 +25,8 @@ The text is generated from the analysed program (``program.info``), deterministi
   the spatial loops stores the identity first (``X_init``), which is exact when nothing
   else in the statement writes the tensor; other cases are a ``LoweringError``;
 * nested sub-nests become nested loops under the shared outer loops;
-* types follow ``lowering.types`` (every conversion is an explicit ``T.Cast``).
+* every conversion is an explicit ``T.Cast``; an initial value is one constant
+  (``T.float16("-inf")``), never an expression TVM could hoist out of a kernel.
 
 Loop kinds
   ``llvm``: ``L`` -> serial (consecutive ones as ``T.grid``); ``U`` -> ``T.unroll``.
@@ -29,11 +37,17 @@ Loop kinds
   ``V`` -> ``T.vectorized`` under the same independence test when it is the innermost loop
   over equations only (``vectorize=False`` makes it serial; ``lowering.run.build`` retries
   that way when TVM rejects the vectorised form).
-  ``cuda``: ``B`` -> ``T.thread_binding`` with the tag given by the name prefix (``tx`` ->
-  ``threadIdx.x``, ``by`` -> ``blockIdx.y``...); ``P`` -> serial (it is a CPU notion);
-  ``U`` -> unroll; ``V`` -> vectorised as on llvm but only for extents 2 and 4. A top-level
-  statement with no bound loop at all is wrapped in a one-block, one-thread launch
-  (``b_launch`` bound to ``blockIdx.x`` with extent 1), so it runs sequentially on the GPU.
+  ``cuda``: the program is first planned by ``lowering.kernels`` (reductions over bound loops
+  become TVM cross-thread all-reduces with their loops reordered; bound loops whose threads
+  would race are made serial). ``B`` -> ``T.thread_binding`` with the tag given by the name
+  prefix (``tx`` -> ``threadIdx.x``, ``by`` -> ``blockIdx.y``...); ``P`` -> serial (it is a
+  CPU notion); ``U`` -> unroll; ``V`` -> vectorised as on llvm but only for extents 2 and 4.
+  The outermost bound loop of a kernel without a ``blockIdx`` binding gets a one-block
+  launch around it (``b_launch`` bound to ``blockIdx.x`` with extent 1), so what TVM
+  allocates for an all-reduce lives inside the kernel; a statement, equation or sub-nest
+  outside every kernel gets a one-block, one-thread launch, so it runs sequentially on the
+  GPU. An all-reduce equation is written as the plain combiner ``X = X + (e)`` TVM
+  recognises.
 
 Shared and local intermediates (lowering.md 9.6: never at function level, where TVM 0.27
 turns them into extra kernel pointer parameters)
@@ -49,8 +63,8 @@ turns them into extra kernel pointer parameters)
   statement with no bound loop gets the one-block launch so the buffer is inside a kernel,
   and anything that cannot be placed soundly (a buffer used by several statements, an
   access not private to its copy, a local buffer also accessed under a deeper bound loop)
-  is a ``LoweringError``. On ``llvm`` such buffers fall back to a function-level global
-  allocation (a CPU has one memory space; the result stays exact).
+  is a ``LoweringError``. On ``llvm`` such buffers fall back to a global scratch buffer
+  (a CPU has one memory space; the result stays exact).
 """
 from __future__ import annotations
 
