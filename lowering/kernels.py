@@ -149,8 +149,11 @@ def _allreduce_obstacle(prog, ei) -> tuple[str | None, dict]:
         return "it reduces into a shared or local buffer", {}
     if len(info.writers(eq.lhs.name)) != 1:
         return f"'{eq.lhs.name}' has other writers", {}
-    if combiner(eq) is None:
+    comb = combiner(eq)
+    if comb is None:
         return "its right-hand side is not X+e, X-e, X*e, max(X,e) or min(X,e)", {}
+    if info.buffers[eq.lhs.name].dtype not in _FLOAT_CODES and _float_valued(comb[1], info):
+        return "it accumulates real values into an integer tensor (each step rounds)", {}
     spatial = {l.var: l.extent for _, l in chain if l.var not in red}
     if not is_injective(eq.lhs.index, spatial):
         return "several spatial iterations share one element", {}
@@ -167,6 +170,23 @@ def _allreduce_obstacle(prog, ei) -> tuple[str | None, dict]:
              + [l.var for l in nest.loops if l.var in red and l.kind != "B"])
     perm = {} if order == [l.var for l in nest.loops] else {home: tuple(order)}
     return None, perm
+
+
+_FLOAT_CODES = ("f16", "bf16", "f32", "f64")
+
+
+def _float_valued(e, info) -> bool:
+    """Whether ``e`` may have a non-integer value (a float read or literal, ``/``, ``**``, ...)."""
+    for n in walk(e):
+        if isinstance(n, Ref) and info.buffers[n.name].dtype in _FLOAT_CODES:
+            return True
+        if isinstance(n, Num) and not n.is_int:
+            return True
+        if isinstance(n, BinOp) and n.op in ("/", "**"):
+            return True
+        if isinstance(n, Call) and n.func in ("exp", "log", "sqrt", "erf"):
+            return True
+    return False
 
 
 # --------------------------------------------------------------------------- ownership

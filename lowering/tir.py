@@ -628,7 +628,7 @@ class _Lowerer:
             self.emit(4, 'v_b, v_t = T.axis.remap("SS", [b_out, t_out])')
             flat = f"v_b * {threads} + v_t"
             if blocks * threads != n:
-                self.emit(4, f"T.where({flat} < {n})")
+                self.emit(4, f"T.where(b_out * {threads} + t_out < {n})")
             idx, stride = [], n
             for s in shape:
                 stride //= s
@@ -943,8 +943,12 @@ def first_line(e: BaseException) -> str:
     """The informative part of a TVM exception message (no C++ backtrace)."""
     text = str(e).strip()
     lines = [l.strip() for l in text.splitlines() if l.strip()]
+    lines = [l[len("Traceback: "):] if l.startswith("Traceback: ") else l for l in lines]
     for l in lines:
-        if "Error" in l and ":" in l and not l.startswith(("File", "Traceback", "-->", "|")):
+        if re.search(r"\w+Error: ", l) and not l.startswith(("File", "Traceback", "-->", "|")):
+            return l[:400]
+    for l in lines:
+        if l.lower().startswith("error:"):
             return l[:400]
     return (lines[-1] if lines else type(e).__name__)[:400]
 

@@ -78,6 +78,25 @@ def test_checks_pass_on_the_whole_corpus(tvm):
     assert {k: v for k, v in bad.items() if v} == {} and len(bad) == len(corpus_records())
 
 
+@pytest.mark.slow
+def test_checks_pass_on_the_corpus_at_half_precision(tvm):
+    """Every corpus program with f32 replaced by f16 (the GPU run's f16 variants): half values
+    are never kernel arguments, whatever constants the program has."""
+    import json
+
+    from engine.leir.files import program_from_json
+    from lowering.kernelcheck import check_program
+    if not corpus_records():
+        pytest.skip("corpus not available")
+    bad = {}
+    for r in corpus_records():
+        p = program_from_json(json.loads(json.dumps(r).replace('"f32"', '"f16"').replace("^{f32,", "^{f16,")))
+        found = check_program(p)
+        if found:
+            bad[p.name] = [str(f) for f in found]
+    assert bad == {}
+
+
 def _neighbour_failures(sample):
     from lowering.errors import LoweringError
     from lowering.kernelcheck import check_program
@@ -138,11 +157,12 @@ def test_plan_lowers_thread_reductions_as_all_reduces_and_reorders_their_loops()
     ("B^{4}_{bx=0}B^{16}_{tx=0}[G^{f32,g}=G^{f32,g}+A^{f32,g}_{bx*16+tx};];", "block index"),
     ("B^{64}_{tx=0}[G^{f32,g}=A^{f32,g}_{tx};];B^{64}_{tx=0}[G^{f32,g}=G^{f32,g}+A^{f32,g}_{tx};];",
      "already written"),
+    ("B^{64}_{tx=0}[G^{i64,g}=G^{i64,g}+A^{f32,g}_{tx};];", "real values into an integer tensor"),
 ])
 def test_plan_runs_other_reductions_over_bound_loops_serially(body, why):
     from lowering.kernelcheck import check_program
     from lowering.kernels import plan_cuda
-    p = _p(body, {"A": (F, (64,))}, {"G": (F, ())})
+    p = _p(body, {"A": (F, (64,))}, {"G": ("i64" if "i64" in body else F, ())})
     plan = plan_cuda(p)
     assert any(r.startswith("reduction into 'G' over a bound loop that is not an all-reduce") and why in r
                for _, _, r in plan.serialised), plan.serialised

@@ -525,3 +525,12 @@ def test_non_injective_reduction_that_cannot_be_initialised_is_refused(leir, inp
     with pytest.raises(LoweringError, match="composite index that several spatial iterations share") as e:
         lower_to_tvmscript(P(leir, inputs, outputs))
     assert why in e.value.message and e.value.line == 1
+
+
+def test_tvm_error_summary_names_the_cause():
+    from lowering.tir import first_line
+    e = Exception("error: Program is not well-formed. If this is deliberate, ...\n"
+                  "Traceback: ValueError: Invalid use of undefined variable v_b at <root>.functions\n"
+                  " --> <str>:1:1\n   |  \n 1 |  @T.prim_func(s_tir=True)\n   |   ")
+    assert first_line(e) == "ValueError: Invalid use of undefined variable v_b at <root>.functions"
+    assert first_line(Exception("error: something\n |")) == "error: something"

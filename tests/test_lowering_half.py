@@ -147,3 +147,21 @@ def test_translated_f16_losses_build_on_both_targets_and_run(workload, tvm):
     d = a - c
     ref = np.mean(d ** 2) if workload == "MSELoss" else np.mean(np.where(np.abs(d) < 1, 0.5 * d ** 2, np.abs(d) - 0.5))
     assert abs(got - ref) <= 4 * np.spacing(np.float16(ref)) + 1e-3 * abs(ref)
+
+
+def test_cuda_rounds_an_odd_sized_output_once_per_element(tvm):
+    """The rounding kernel covers 17*19 = 323 elements with 2 blocks of 256 threads (a guard
+    on the loop variables); run serially on llvm it gives llvm's result."""
+    from lowering.crosscheck import _emulate, compare_runs
+    from lowering.inputs import random_inputs
+    from lowering.tir import lower_to_tvmscript
+    p = _p("""input  A f16[17, 40]
+input  W f16[40, 19]
+output D f16[17, 19]
+B^{17}_{tx=0}L^{19}_{a=0}L^{40}_{c=0}[D^{f16,g}_{tx,a}=D^{f16,g}_{tx,a}+A^{f16,g}_{tx,c}*W^{f16,g}_{c,a};];
+""")
+    assert "T.where(b_out * 256 + t_out < 323)" in lower_to_tvmscript(p, "cuda")
+    llvm = [_run(p, random_inputs(p, 0, t)) for t in range(2)]
+    emulated = _emulate(p, 0, 2)
+    assert compare_runs(p, llvm, emulated)[0]
+    np.testing.assert_array_equal(llvm[0]["D"], emulated[0]["D"])
