@@ -132,14 +132,21 @@ def combiner(eq):
     return "+", e
 
 
+def reduction_axes(ei, chain=None) -> set[str]:
+    """The reduction axes of an equation that take more than one value (an extent-1 axis is
+    always 0: it reduces nothing, and the all-reduce lowering declares it spatial)."""
+    ext = {l.var: l.extent for l in ei.loops}
+    return {v for v in ei.reduction_axes if ext[v] > 1}
+
+
 def _allreduce_obstacle(prog, ei) -> tuple[str | None, dict]:
     """Why ``ei`` (a reduction over a bound loop) cannot be a TVM all-reduce (None if it can),
     and the nest permutation it needs."""
     from .injective import is_injective
     info = prog.info
     eq = ei.eq
-    red = set(ei.reduction_axes)
     chain = _chain(prog, ei)
+    red = reduction_axes(ei, chain)
     bound_red = [l for _, l in chain if l.var in red and l.kind == "B"]
     if any(not l.var.startswith("t") for l in bound_red):
         return "it reduces over a block index (blocks cannot combine partial results)", {}
@@ -328,10 +335,11 @@ def _races(prog, allreduce: set, found: list) -> set:
                     # another equation of the kernel sees a partial all-reduce: run it serially
                     e = info.equations[reduced[ref.name]]
                     for p, l in _chain(prog, e):
-                        if l.var in e.reduction_axes and l.kind == "B":
+                        if l.var in reduction_axes(e) and l.kind == "B":
                             serial.add((p, l.var))
-                    found.append((e.path[0] + 1, ref.name, "another equation of its kernel reads or "
-                                  "writes the tensor it reduces"))
+                            found.append((e.path[0] + 1, l.var, f"reduction into '{ref.name}' over a bound "
+                                          "loop that is not an all-reduce: another equation of its kernel "
+                                          "reads or writes it"))
                     continue
                 if info.buffers[ref.name].scope != "g":
                     continue
@@ -366,7 +374,7 @@ def plan_cuda(program) -> CudaPlan:
         new_serial, new_perms = set(), {}
         for k, ei in enumerate(info.equations):
             chain = _chain(prog, ei)
-            bound_red = [(p, l) for p, l in chain if l.var in ei.reduction_axes and l.kind == "B"]
+            bound_red = [(p, l) for p, l in chain if l.var in reduction_axes(ei, chain) and l.kind == "B"]
             if not bound_red:
                 continue
             why, perm = _allreduce_obstacle(prog, ei)

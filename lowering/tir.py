@@ -80,7 +80,7 @@ from engine.leir.printer import expr_to_str
 
 from .cudacc import compile_offline, cuda_target
 from .errors import LoweringError
-from .kernels import binding_tag, combiner, plan_cuda
+from .kernels import binding_tag, combiner, plan_cuda, reduction_axes
 from .narrow import COMPUTE, HALF, accumulators, compute_type, self_reads
 from .types import WEAK_FLOAT, WEAK_INT, concrete, is_float, is_int, promote, real_type
 
@@ -874,6 +874,8 @@ class _Lowerer:
         self.emit(depth, f'with T.sblock("{name}{"" if n == 0 else f"_{n}"}"):')
         depth += 1
         red = set(ei.reduction_axes)
+        if self.target == "cuda":   # a one-iteration reduction loop bound to a block would make TVM
+            red = reduction_axes(ei)  # attempt (and refuse) a cross-thread reduction: declare it spatial
         vars_ = [l.var for l in ei.loops]
         kinds = "".join("R" if v in red else "S" for v in vars_)
         self.emit(depth, f"{', '.join(block_var(v) for v in vars_)} = T.axis.remap(\"{kinds}\", "
