@@ -15,6 +15,8 @@ _EXPORTS = {
     "tolerance_for": "lowering.verifier",
     "LoweringError": "lowering.errors",
     "lower_to_tvmscript": "lowering.tir",
+    "lower_module": "lowering.tir",
+    "Lowered": "lowering.tir",
     "cuda_source": "lowering.tir",
     "random_inputs": "lowering.inputs",
 }

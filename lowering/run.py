@@ -1,7 +1,11 @@
 """Build a lowered program with TVM and run or time it on llvm (CPU) or cuda (GPU).
 
-Outputs are allocated zero-filled before every run, so elements a program never writes
-read back as 0 rather than as whatever memory held.
+Outputs and the scratch buffers of intermediates (``lowering.tir.Lowered.scratch``) are
+allocated zero-filled before every run, so elements a program never writes read back as 0
+rather than as whatever memory held, identically on both targets. CUDA builds run without
+TVM's common-subexpression pass (it hoists constants into host variables that become kernel
+arguments, and a half-precision scalar argument does not launch) and compile with IEEE math
+(``lowering.cudacc``).
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from engine.leir.diagnostics import LeirError
 
 from .errors import LoweringError
 from .inputs import numpy_dtype
-from .tir import TARGETS, cuda_target, first_line, from_tvmscript, lower_to_tvmscript
+from .tir import TARGETS, cuda_target, first_line, from_tvmscript, lower_module, pass_config
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,8 @@ class Built:
     executable: object
     target: str
     vectorized: bool  # False when the vectorised form was rejected by TVM and rebuilt serially
+    scratch: tuple = ()   # (name, shape, dtype) of the buffers main takes after the outputs
+    notes: tuple = ()     # cuda: (statement, loop, why) for bound loops run serially
 
 
 CACHE_SIZE = 128      # compiled programs kept per process (least recently used dropped first)
@@ -53,6 +59,13 @@ def _tvm_target(target: str, arch: str):
     return "llvm"
 
 
+def compile_tir(f, target: str, arch: str = "sm_90"):
+    """``tvm.compile`` of a lowered PrimFunc with the project's pass options."""
+    import tvm
+    with tvm.transform.PassContext(config=pass_config(target)):
+        return tvm.compile(f, target=_tvm_target(target, arch))
+
+
 def build(program, target: str = "llvm", arch: str = "sm_90") -> Built:
     """Compile ``program``. Raises ``LoweringError``.
 
@@ -60,7 +73,6 @@ def build(program, target: str = "llvm", arch: str = "sm_90") -> Built:
     consistent renaming of intermediates and loop variables (``engine.leir.canonical``): a
     renamed program computes the same outputs with the same code, so it reuses the build
     (``Built.text`` is then the TVMScript of the program first built)."""
-    import tvm
     if target not in TARGETS:
         raise LoweringError(f"unknown target '{target}' (expected {' or '.join(TARGETS)})")
     key = (renaming_key(program), target, arch)
@@ -68,22 +80,25 @@ def build(program, target: str = "llvm", arch: str = "sm_90") -> Built:
     if hit is not None:
         _CACHE.move_to_end(key)
         return hit
-    text = lower_to_tvmscript(program, target)
-    attempts = [(text, True)]
-    if "T.vectorized(" in text:
-        attempts.append((lower_to_tvmscript(program, target, vectorize=False), False))
+    if target == "cuda":
+        from .cudacc import configure_runtime_compile
+        configure_runtime_compile()
+    low = lower_module(program, target)
+    attempts = [(low, True)]
+    if "T.vectorized(" in low.text:
+        attempts.append((lower_module(program, target, vectorize=False), False))
     err: Optional[Exception] = None
-    for t, vec in attempts:
+    for lw, vec in attempts:
         try:
-            f = from_tvmscript(t)
-            ex = tvm.compile(f, target=_tvm_target(target, arch))
+            f = from_tvmscript(lw.text)
+            ex = compile_tir(f, target, arch)
         except LoweringError as e:
             err = e
             continue
         except Exception as e:  # TVM build errors
             err = LoweringError(f"TVM could not build the program for {target}: {first_line(e)}", stage="build")
             continue
-        built = Built(t, ex, target, vec)
+        built = Built(lw.text, ex, target, vec, lw.scratch, lw.notes)
         if CACHE_SIZE:
             _CACHE[key] = built
             while len(_CACHE) > CACHE_SIZE:
@@ -104,7 +119,7 @@ def device_for(target: str, device=None):
     return tvm.cpu(0)
 
 
-def _arguments(program, inputs: dict, dev):
+def _arguments(program, inputs: dict, dev, scratch=()):
     import tvm
     args = []
     for d in program.inputs:
@@ -119,12 +134,22 @@ def _arguments(program, inputs: dict, dev):
     for d in program.outputs:
         z = np.zeros(tuple(d.shape), dtype=numpy_dtype(d.dtype))
         outs.append(tvm.runtime.tensor(z, dev))
+    for _, shape, dtype in scratch:
+        z = np.zeros(tuple(shape), dtype=_scratch_dtype(dtype))
+        outs.append(tvm.runtime.tensor(z, dev))
     return args, outs
+
+
+def _scratch_dtype(name: str):
+    if name == "bfloat16":
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    return np.dtype(name)
 
 
 def run_built(built: Built, program, inputs: dict, device=None) -> dict[str, np.ndarray]:
     dev = device_for(built.target, device)
-    args, outs = _arguments(program, inputs, dev)
+    args, outs = _arguments(program, inputs, dev, built.scratch)
     try:
         built.executable["main"](*args, *outs)
         if built.target == "cuda":
@@ -145,7 +170,7 @@ def time_built(built: Built, program, inputs: dict, device=None, warmup: int = 3
     """Milliseconds per run for each of ``repeat`` measurements (each the mean of ``number`` runs),
     after ``warmup`` unmeasured runs, via ``time_evaluator``."""
     dev = device_for(built.target, device)
-    args, outs = _arguments(program, inputs, dev)
+    args, outs = _arguments(program, inputs, dev, built.scratch)
     try:
         fn = built.executable["main"]
         for _ in range(warmup):

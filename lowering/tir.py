@@ -2,8 +2,15 @@
 
 The text is generated from the analysed program (``program.info``), deterministically:
 
-* parameters are the program's inputs then outputs, in declared order;
-* global intermediates are allocated at function level with their inferred shapes;
+* parameters are the program's inputs then outputs, in declared order, then the *scratch*
+  buffers (``Lowered.scratch``): every global intermediate with its inferred shape, in
+  first-use order, and the float32 accumulator of a half-precision output; the runner
+  allocates them zero-filled, so no TVM pass merges or re-points a tensor that crosses
+  kernels (``lowering.run``);
+* types follow ``lowering.types``, and half precision ``lowering.narrow``: each equation
+  computes in float32 and rounds once on store; half tensors that an equation reads while
+  writing them are float32 accumulators, rounded when other equations read them and
+  rounded into an output after the last statement;
 * every equation becomes one ``T.sblock`` (named after its output, ``_1``, ``_2`` for
   repeats) that remaps *all* enclosing loop variables, outermost first, with ``R`` for the
   equation's reduction axes and ``S`` otherwise; index expressions are written inline on
@@ -18,7 +25,8 @@ The text is generated from the analysed program (``program.info``), deterministi
   the spatial loops stores the identity first (``X_init``), which is exact when nothing
   else in the statement writes the tensor; other cases are a ``LoweringError``;
 * nested sub-nests become nested loops under the shared outer loops;
-* types follow ``lowering.types`` (every conversion is an explicit ``T.Cast``).
+* every conversion is an explicit ``T.Cast``; an initial value is one constant
+  (``T.float16("-inf")``), never an expression TVM could hoist out of a kernel.
 
 Loop kinds
   ``llvm``: ``L`` -> serial (consecutive ones as ``T.grid``); ``U`` -> ``T.unroll``.
@@ -29,11 +37,17 @@ Loop kinds
   ``V`` -> ``T.vectorized`` under the same independence test when it is the innermost loop
   over equations only (``vectorize=False`` makes it serial; ``lowering.run.build`` retries
   that way when TVM rejects the vectorised form).
-  ``cuda``: ``B`` -> ``T.thread_binding`` with the tag given by the name prefix (``tx`` ->
-  ``threadIdx.x``, ``by`` -> ``blockIdx.y``...); ``P`` -> serial (it is a CPU notion);
-  ``U`` -> unroll; ``V`` -> vectorised as on llvm but only for extents 2 and 4. A top-level
-  statement with no bound loop at all is wrapped in a one-block, one-thread launch
-  (``b_launch`` bound to ``blockIdx.x`` with extent 1), so it runs sequentially on the GPU.
+  ``cuda``: the program is first planned by ``lowering.kernels`` (reductions over bound loops
+  become TVM cross-thread all-reduces with their loops reordered; bound loops whose threads
+  would race are made serial). ``B`` -> ``T.thread_binding`` with the tag given by the name
+  prefix (``tx`` -> ``threadIdx.x``, ``by`` -> ``blockIdx.y``...); ``P`` -> serial (it is a
+  CPU notion); ``U`` -> unroll; ``V`` -> vectorised as on llvm but only for extents 2 and 4.
+  The outermost bound loop of a kernel without a ``blockIdx`` binding gets a one-block
+  launch around it (``b_launch`` bound to ``blockIdx.x`` with extent 1), so what TVM
+  allocates for an all-reduce lives inside the kernel; a statement, equation or sub-nest
+  outside every kernel gets a one-block, one-thread launch, so it runs sequentially on the
+  GPU. An all-reduce equation is written as the plain combiner ``X = X + (e)`` TVM
+  recognises.
 
 Shared and local intermediates (lowering.md 9.6: never at function level, where TVM 0.27
 turns them into extra kernel pointer parameters)
@@ -49,8 +63,8 @@ turns them into extra kernel pointer parameters)
   statement with no bound loop gets the one-block launch so the buffer is inside a kernel,
   and anything that cannot be placed soundly (a buffer used by several statements, an
   access not private to its copy, a local buffer also accessed under a deeper bound loop)
-  is a ``LoweringError``. On ``llvm`` such buffers fall back to a function-level global
-  allocation (a CPU has one memory space; the result stays exact).
+  is a ``LoweringError``. On ``llvm`` such buffers fall back to a global scratch buffer
+  (a CPU has one memory space; the result stays exact).
 """
 from __future__ import annotations
 
@@ -64,14 +78,15 @@ from typing import Optional
 from engine.leir.ast import DTYPES, BinOp, Call, Compare, Equation, Nest, Num, Ref, Unary, Var, walk
 from engine.leir.printer import expr_to_str
 
+from .cudacc import compile_offline, cuda_target
 from .errors import LoweringError
+from .kernels import binding_tag, combiner, plan_cuda, reduction_axes
+from .narrow import COMPUTE, HALF, accumulators, compute_type, self_reads
 from .types import WEAK_FLOAT, WEAK_INT, concrete, is_float, is_int, promote, real_type
 
 TARGETS = ("llvm", "cuda")
 INDENT = "    "
 _RESERVED_PY = {"range", "T", "main"}
-_TAGS = {"tx": "threadIdx.x", "ty": "threadIdx.y", "tz": "threadIdx.z",
-         "bx": "blockIdx.x", "by": "blockIdx.y", "bz": "blockIdx.z"}
 LAUNCH_VAR = "b_launch"
 
 
@@ -140,10 +155,6 @@ def _independent(var: str, items) -> bool:
 def _plain_entry(e) -> bool:
     """An index entry that is a loop variable or an integer literal."""
     return isinstance(e, Var) or (isinstance(e, Num) and e.is_int)
-
-
-def _binding_tag(var: str) -> str:
-    return _TAGS[var[:2]]
 
 
 # --------------------------------------------------------------------------- placement
@@ -295,9 +306,24 @@ def _bound_loops_over(nest: Nest, name: str, k: int) -> list[str]:
     return out
 
 
+def _binds_block(nest: Nest) -> bool:
+    """Whether a loop of ``nest`` or of a sub-nest is bound to a block index."""
+    return any(l.kind == "B" and l.var.startswith("b") for l in nest.loops) or any(
+        isinstance(it, Nest) and _binds_block(it) for it in nest.body)
+
+
 def _has_bound(nest: Nest) -> bool:
     return any(l.kind == "B" for l in nest.loops) or any(
         isinstance(it, Nest) and _has_bound(it) for it in nest.body)
+
+
+def _fresh(base: str, taken: set) -> str:
+    name, j = base, 0
+    while name in taken:
+        j += 1
+        name = f"{base}_{j}"
+    taken.add(name)
+    return name
 
 
 # --------------------------------------------------------------------------- expressions
@@ -331,10 +357,12 @@ _INIT_TEXT = {"0": "0", "1": "1"}
 
 
 def init_value(identity: str, dtype: str) -> str:
+    """The identity as one constant (``T.float16("-inf")``, not a negation TVM could hoist into a
+    host-side variable and pass to a kernel as a scalar argument)."""
     if identity in _INIT_TEXT:
         return literal(identity, dtype) if dtype != "int32" else identity
     if is_float(dtype):
-        return ("-" if identity == "-inf" else "") + f'T.{dtype}("inf")'
+        return f'T.{dtype}("{identity}")'
     return f'T.min_value("{dtype}")' if identity == "-inf" else f'T.max_value("{dtype}")'
 
 
@@ -342,15 +370,34 @@ def init_value(identity: str, dtype: str) -> str:
 _OR, _AND, _CMP, _ADD, _MUL, _UNARY, _ATOM = 1, 2, 3, 4, 5, 6, 9
 
 
-class _ExprLowerer:
-    """Typed translation of one equation's expressions (see ``lowering.types``)."""
+@dataclass(frozen=True)
+class _Storage:
+    """Where and in which type tensors live (``lowering.narrow``): half-precision accumulators
+    are stored as float32, an output accumulator under another name."""
 
-    def __init__(self, buffers, out_dtype: str, elided: dict[str, tuple[int, ...]], axes=None):
+    acc: frozenset = frozenset()
+    alias: dict = field(default_factory=dict)   # output name -> its float32 accumulator buffer
+
+    def dtype(self, name: str, declared: str) -> str:
+        return COMPUTE if name in self.acc else declared
+
+    def buffer(self, name: str) -> str:
+        return py_name(self.alias.get(name, name))
+
+
+class _ExprLowerer:
+    """Typed translation of one equation's expressions (see ``lowering.types``): values are
+    computed in ``compute_type`` of their types (half precision in float32, ``lowering.narrow``)."""
+
+    def __init__(self, buffers, out_dtype: str, elided: dict[str, tuple[int, ...]], axes=None,
+                 storage: Optional[_Storage] = None, writes: Optional[str] = None):
         self.buffers = buffers
-        self.out = out_dtype
+        self.out = compute_type(out_dtype)
         self.elided = elided
         self.axes = axes or {}  # index expression -> the block variable bound to it
         self.var_text = block_var  # how a loop variable is written (block var, or loop var in a binding)
+        self.storage = storage or _Storage()
+        self.writes = writes    # the tensor the equation writes: its accumulator is read unrounded
 
     # -- types -------------------------------------------------------------------------------
     def ty(self, e, ctx: str) -> str:
@@ -361,7 +408,7 @@ class _ExprLowerer:
                 return "int32"
             return self.out
         if isinstance(e, Ref):
-            return tvm_dtype(self.buffers[e.name].dtype)
+            return compute_type(tvm_dtype(self.buffers[e.name].dtype))
         if isinstance(e, Unary):
             t = self.ty(e.operand, ctx)
             return "int32" if t == "bool" else t
@@ -416,7 +463,7 @@ class _ExprLowerer:
         if isinstance(e, Var):  # block variables are int32
             return self.cast(self.var_text(e.name), "int32", t), _ATOM
         if isinstance(e, Ref):
-            return self.load(e), _ATOM
+            return self.read(e), _ATOM
         if isinstance(e, Unary):
             return f"-{self.value(e.operand, t, ctx, _UNARY)}", _UNARY
         if isinstance(e, BinOp):
@@ -449,9 +496,6 @@ class _ExprLowerer:
             return (parts[0], _CMP) if len(parts) == 1 else (" and ".join(parts), _AND)
         if isinstance(e, Call):
             f = e.func
-            if f == "erf" and t in ("float16", "bfloat16"):
-                # LLVM has no half-precision erf intrinsic: compute in f32 and round once.
-                return self.cast(f"T.erf({self.value(e.args[0], 'float32', ctx)})", "float32", t), _ATOM
             if f in ("exp", "log", "sqrt", "erf", "abs"):
                 return f"T.{f}({self.value(e.args[0], t, ctx)})", _ATOM
             if f in ("max", "min"):
@@ -462,7 +506,21 @@ class _ExprLowerer:
                 return f"T.if_then_else({c}, {a}, {b})", _ATOM
         raise LoweringError(f"cannot lower '{type(e).__name__}' here", e)
 
+    def read(self, r: Ref) -> str:
+        """A tensor read as a value of its compute type: half precision widened, an accumulator
+        rounded to its declared type unless the equation writing it reads it."""
+        declared = tvm_dtype(self.buffers[r.name].dtype)
+        text = self.load(r)
+        if declared not in HALF:
+            return text
+        if self.storage.dtype(r.name, declared) == COMPUTE:
+            if r.name == self.writes:
+                return text
+            text = f'T.Cast("{declared}", {text})'
+        return f'T.Cast("{COMPUTE}", {text})'
+
     def load(self, r: Ref) -> str:
+        """The buffer access of ``r`` (in its storage type)."""
         drop = self.elided.get(r.name, ())
         idx = []
         for d, i in enumerate(r.index):
@@ -475,16 +533,33 @@ class _ExprLowerer:
             if is_float(t):
                 raise LoweringError(f"index '{i}' of '{r.name}' is not an integer", r)
             idx.append(self.value(i, concrete(t, "int32", True), "index"))
-        return f"{py_name(r.name)}[{', '.join(idx) if idx else '()'}]"
+        return f"{self.storage.buffer(r.name)}[{', '.join(idx) if idx else '()'}]"
 
 
 # --------------------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """Generated TVMScript and the scratch buffers its ``main`` takes after the outputs: every
+    function-level intermediate, in first-use order, as (name, shape, TVM dtype). The runner
+    allocates them zero-filled, like outputs, so no TVM pass can merge, re-point or reuse
+    the memory of a tensor that crosses kernels."""
+
+    text: str
+    scratch: tuple = ()
+    notes: tuple = ()      # CUDA: (statement, loop, why) for bound loops run serially
 
 
 class _Lowerer:
     def __init__(self, prog, target: str, vectorize: bool):
         if target not in TARGETS:
             raise LoweringError(f"unknown target '{target}' (expected {' or '.join(TARGETS)})")
+        self.allreduce: frozenset = frozenset()
+        self.notes: tuple = ()
+        if target == "cuda":
+            plan = plan_cuda(prog)
+            prog, self.allreduce, self.notes = plan.program, plan.allreduce, plan.serialised
         self.prog = prog
         self.target = target
         self.vectorize = vectorize
@@ -493,31 +568,90 @@ class _Lowerer:
         self.block_names: dict[str, int] = {}
         self.eq_infos = list(self.info.equations)
         self.eq_pos = 0
+        self.in_kernel = False
         self.sites, self.launches, self.func_level, self.elided, self.shapes = _place_scoped(prog, target)
+        forced = frozenset(self.eq_infos[k].eq.lhs.name for k in self.allreduce)
+        acc = frozenset(accumulators(prog, forced))
+        outs = {d.name for d in prog.outputs}
+        taken = set(self.info.buffers)
+        alias = {}
+        for name in sorted(acc & outs):
+            alias[name] = _fresh(f"acc_{name}", taken)
+        self.storage = _Storage(acc, alias)
         self.composite_inits = self._plan_composite_inits()
 
     def emit(self, depth: int, text: str):
         self.lines.append(INDENT * depth + text)
 
-    def run(self) -> str:
+    def dtype_of(self, name: str) -> str:
+        """The storage type of a tensor (float32 for a half-precision accumulator)."""
+        return self.storage.dtype(name, tvm_dtype(self.info.buffers[name].dtype))
+
+    def run(self) -> Lowered:
         params = []
         for d in self.prog.inputs + self.prog.outputs:
             params.append(f'{py_name(d.name)}: T.Buffer({_shape_text(d.shape)}, "{tvm_dtype(d.dtype)}")')
+        scratch = [(name, tuple(shape), self.dtype_of(name)) for name, shape, _ in self.func_level]
+        scratch += [(self.storage.alias[d.name], tuple(d.shape), COMPUTE)
+                    for d in self.prog.outputs if d.name in self.storage.alias]
+        for name, shape, dtype in scratch:
+            params.append(f'{py_name(name)}: T.Buffer({_shape_text(shape)}, "{dtype}")')
         self.emit(0, "@T.prim_func(s_tir=True)")
         self.emit(0, f"def main({', '.join(params)}):")
         self.emit(1, 'T.func_attr({"tir.noalias": True})')
-        for name, shape, scope in self.func_level:
-            self.emit(1, self._alloc(name, shape, scope))
         for i, nest in enumerate(self.prog.body):
             self.statement(i, nest)
         if self.eq_pos != len(self.eq_infos):
             raise LoweringError("internal: equation count differs from the program analysis")
-        return "\n".join(self.lines) + "\n"
+        for d in self.prog.outputs:
+            if d.name in self.storage.alias:
+                self._round_out(d)
+        return Lowered("\n".join(self.lines) + "\n", tuple(scratch), tuple(self.notes))
 
     def _alloc(self, name: str, shape, scope: str) -> str:
-        dtype = tvm_dtype(self.info.buffers[name].dtype)
         extra = "" if scope == "global" else f', scope="{scope}"'
-        return f'{py_name(name)} = T.alloc_buffer({_shape_text(shape)}, "{dtype}"{extra})'
+        return f'{py_name(name)} = T.alloc_buffer({_shape_text(shape)}, "{self.dtype_of(name)}"{extra})'
+
+    def _round_out(self, d):
+        """Round a half-precision output's float32 accumulator into the output, once."""
+        acc, out = py_name(self.storage.alias[d.name]), tvm_dtype(d.dtype)
+        shape = tuple(d.shape)
+        n = 1
+        for s in shape:
+            n *= s
+        if self.target == "cuda":
+            threads = min(256, n)
+            blocks = -(-n // threads)
+            self.emit(1, f'for b_out in T.thread_binding({blocks}, thread="blockIdx.x"):')
+            self.emit(2, f'for t_out in T.thread_binding({threads}, thread="threadIdx.x"):')
+            self.emit(3, f'with T.sblock("{d.name}_round"):')
+            self.emit(4, 'v_b, v_t = T.axis.remap("SS", [b_out, t_out])')
+            flat = f"v_b * {threads} + v_t"
+            if blocks * threads != n:
+                self.emit(4, f"T.where(b_out * {threads} + t_out < {n})")
+            idx, stride = [], n
+            for s in shape:
+                stride //= s
+                idx.append(f"({flat}) // {stride} % {s}" if stride > 1 else f"({flat}) % {s}")
+            depth = 4
+        else:
+            if shape:
+                self.emit(1, f"for i_0 in T.parallel({shape[0]}):")
+            if len(shape) > 1:
+                self.emit(2, f"for {', '.join(f'i_{k}' for k in range(1, len(shape)))} in "
+                             f"T.grid({', '.join(str(x) for x in shape[1:])}):")
+            depth = 1 + min(len(shape), 2)
+            self.emit(depth, f'with T.sblock("{d.name}_round"):')
+            depth += 1
+            if shape:
+                names = [f"v_{k}" for k in range(len(shape))]
+                self.emit(depth, f"{', '.join(names)} = T.axis.remap(\"{'S' * len(shape)}\", "
+                                 f"[{', '.join(f'i_{k}' for k in range(len(shape)))}])")
+                idx = names
+            else:
+                idx = []
+        where = ", ".join(idx) if idx else "()"
+        self.emit(depth, f'{py_name(d.name)}[{where}] = T.Cast("{out}", {acc}[{where}])')
 
     # -- loops -------------------------------------------------------------------------------
     def _modes(self, nest: Nest, parallel_above: bool) -> tuple[list[str], bool]:
@@ -548,7 +682,10 @@ class _Lowerer:
                 modes.append("serial")
         return modes, parallel_above
 
-    def loops(self, depth: int, loops, modes) -> int:
+    def loops(self, depth: int, loops, modes, block_bound: bool = True) -> int:
+        """Emit ``loops``; on cuda the outermost bound loop of a kernel without a ``blockIdx``
+        binding (``block_bound`` False) gets a one-block launch around it, so the buffers TVM
+        adds for a cross-thread reduction are allocated inside the kernel."""
         k = 0
         while k < len(loops):
             l, m = loops[k], modes[k]
@@ -566,7 +703,11 @@ class _Lowerer:
                 k = j
                 continue
             if m == "bind":
-                self.emit(depth, f'for {py_name(l.var)} in T.thread_binding({l.extent}, thread="{_binding_tag(l.var)}"):')
+                if not self.in_kernel and not block_bound:
+                    self.emit(depth, f'for {LAUNCH_VAR} in T.thread_binding(1, thread="blockIdx.x"):')
+                    depth += 1
+                self.in_kernel = True
+                self.emit(depth, f'for {py_name(l.var)} in T.thread_binding({l.extent}, thread="{binding_tag(l.var)}"):')
             else:
                 self.emit(depth, f"for {py_name(l.var)} in T.{m}({l.extent}):")
             depth += 1
@@ -638,9 +779,9 @@ class _Lowerer:
         if loops:
             self.emit(depth, f"{', '.join(block_var(l.var) for l in loops)} = T.axis.remap("
                              f"\"{'S' * len(loops)}\", [{', '.join(py_name(l.var) for l in loops)}])")
-        out = tvm_dtype(self.info.buffers[name].dtype)
-        ex = _ExprLowerer(self.info.buffers, out, self.elided)
-        self.emit(depth, f"{ex.load(eq.lhs)} = {init_value(eq.init, out)}")
+        ex = _ExprLowerer(self.info.buffers, tvm_dtype(self.info.buffers[name].dtype), self.elided,
+                          storage=self.storage, writes=name)
+        self.emit(depth, f"{ex.load(eq.lhs)} = {init_value(eq.init, self.dtype_of(name))}")
 
     def _spatial_axes(self, depth: int, ei, taken: set[str]) -> dict:
         """Emit ``T.axis.spatial`` block variables for the composite LHS entries of ``ei``."""
@@ -668,18 +809,22 @@ class _Lowerer:
             if mode == "pre" and self.eq_infos[k].path[0] == i:
                 self._pre_init(1, self.eq_infos[k])
         depth = 1
+        self.in_kernel = False
         if i in self.launches or (self.target == "cuda" and not _has_bound(nest)):
             self.emit(depth, f'for {LAUNCH_VAR} in T.thread_binding(1, thread="blockIdx.x"):')
             depth += 1
+            self.in_kernel = True
         self.nest(depth, nest, (i,), False)
 
     def nest(self, depth: int, nest: Nest, path: tuple[int, ...], parallel_above: bool):
+        outer_kernel = self.in_kernel
         modes, par = self._modes(nest, parallel_above)
         site = self.sites.get(path)
+        blocks = _binds_block(nest)
         if site is None:
-            depth = self.loops(depth, nest.loops, modes)
+            depth = self.loops(depth, nest.loops, modes, blocks)
         else:
-            depth = self.loops(depth, nest.loops[:site.k], modes[:site.k])
+            depth = self.loops(depth, nest.loops[:site.k], modes[:site.k], blocks)
             self.emit(depth, f'with T.sblock("alloc_{"_".join(str(j) for j in path)}"):')
             depth += 1
             inner = {name for p, s in self.sites.items() if p[:len(path)] == path for name, _, _ in s.buffers}
@@ -688,12 +833,21 @@ class _Lowerer:
             self.emit(depth, f"T.writes({', '.join(writes)})")
             for name, shape, scope in site.buffers:
                 self.emit(depth, self._alloc(name, shape, scope))
-            depth = self.loops(depth, nest.loops[site.k:], modes[site.k:])
+            depth = self.loops(depth, nest.loops[site.k:], modes[site.k:], blocks)
+        inside = self.in_kernel
         for j, it in enumerate(nest.body):
+            d = depth
+            self.in_kernel = inside
+            if self.target == "cuda" and not inside and (isinstance(it, Equation) or not _has_bound(it)):
+                # code outside every kernel of a statement that has kernels: a one-thread launch
+                self.emit(d, f'for {LAUNCH_VAR} in T.thread_binding(1, thread="blockIdx.x"):')
+                d += 1
+                self.in_kernel = True
             if isinstance(it, Nest):
-                self.nest(depth, it, path + (j,), par)
+                self.nest(d, it, path + (j,), par)
             else:
-                self.equation(depth, it)
+                self.equation(d, it)
+        self.in_kernel = outer_kernel
 
     def _regions(self, nest: Nest, exclude: set[str]):
         reads, writes = {}, {}
@@ -705,8 +859,8 @@ class _Lowerer:
         def region(name):
             shape = self.shapes[name]
             if not shape:
-                return f"{py_name(name)}[()]"
-            return f"{py_name(name)}[{', '.join(f'0:{n}' for n in shape)}]"
+                return f"{self.storage.buffer(name)}[()]"
+            return f"{self.storage.buffer(name)}[{', '.join(f'0:{n}' for n in shape)}]"
         return [region(n) for n in reads], [region(n) for n in writes]
 
     def equation(self, depth: int, eq: Equation):
@@ -720,6 +874,8 @@ class _Lowerer:
         self.emit(depth, f'with T.sblock("{name}{"" if n == 0 else f"_{n}"}"):')
         depth += 1
         red = set(ei.reduction_axes)
+        if self.target == "cuda":   # a one-iteration reduction loop bound to a block would make TVM
+            red = reduction_axes(ei)  # attempt (and refuse) a cross-thread reduction: declare it spatial
         vars_ = [l.var for l in ei.loops]
         kinds = "".join("R" if v in red else "S" for v in vars_)
         self.emit(depth, f"{', '.join(block_var(v) for v in vars_)} = T.axis.remap(\"{kinds}\", "
@@ -728,22 +884,47 @@ class _Lowerer:
         axes = {}
         if mode == "axis":
             axes = self._spatial_axes(depth, ei, {block_var(v) for v in vars_})
-        out = tvm_dtype(self.info.buffers[name].dtype)
-        ex = _ExprLowerer(self.info.buffers, out, self.elided, axes)
+        declared = tvm_dtype(self.info.buffers[name].dtype)
+        stored = self.dtype_of(name)
+        ex = _ExprLowerer(self.info.buffers, declared, self.elided, axes, self.storage, name)
         lhs = ex.load(eq.lhs)
         init = None if mode == "pre" else ei.eq.init
         if init is not None:
             self.emit(depth, "with T.init():")
-            self.emit(depth + 1, f"{lhs} = {init_value(init, out)}")
-        self.emit(depth, f"{lhs} = {ex.value(eq.rhs, out)}")
+            self.emit(depth + 1, f"{lhs} = {init_value(init, stored)}")
+        self.emit(depth, f"{lhs} = {self._stored_value(ex, ei, lhs, declared, stored)}")
+
+    def _stored_value(self, ex, ei, lhs: str, declared: str, stored: str) -> str:
+        """The right-hand side as stored: computed in the compute type, rounded once to the
+        declared type (kept unrounded in an accumulator by the equations that read it); an
+        all-reduce as the plain combiner TVM recognises."""
+        eq = ei.eq
+        compute = ex.out
+        if self.eq_pos - 1 in self.allreduce:
+            op, e = combiner(eq)
+            term = ex.value(e, compute)
+            if op in ("max", "min"):
+                return f"T.{op}({lhs}, {term})"
+            return f"{lhs} {op} ({term})"
+        value = ex.value(eq.rhs, compute)
+        if stored != compute:
+            return ex.cast(value, compute, stored)
+        if declared in HALF and not self_reads(eq):
+            return f'T.Cast("{COMPUTE}", T.Cast("{declared}", {value}))'
+        return value
 
 
 # --------------------------------------------------------------------------- API
 
 
+def lower_module(program, target: str = "llvm", vectorize: bool = True) -> Lowered:
+    """The TVMScript of ``program`` for ``target`` with the scratch buffers ``main`` takes."""
+    return _Lowerer(program, target, vectorize).run()
+
+
 def lower_to_tvmscript(program, target: str = "llvm", vectorize: bool = True) -> str:
     """Deterministic TVMScript text of ``program`` for ``target`` ("llvm" or "cuda")."""
-    return _Lowerer(program, target, vectorize).run()
+    return lower_module(program, target, vectorize).text
 
 
 def from_tvmscript(text: str):
@@ -764,41 +945,41 @@ def first_line(e: BaseException) -> str:
     """The informative part of a TVM exception message (no C++ backtrace)."""
     text = str(e).strip()
     lines = [l.strip() for l in text.splitlines() if l.strip()]
+    lines = [l[len("Traceback: "):] if l.startswith("Traceback: ") else l for l in lines]
     for l in lines:
-        if "Error" in l and ":" in l and not l.startswith(("File", "Traceback", "-->", "|")):
+        if re.search(r"\w+Error: ", l) and not l.startswith(("File", "Traceback", "-->", "|")):
+            return l[:400]
+    for l in lines:
+        if l.lower().startswith("error:"):
             return l[:400]
     return (lines[-1] if lines else type(e).__name__)[:400]
 
 
-def cuda_target(arch: str = "sm_90"):
+def pass_config(target: str) -> dict:
+    """TVM pass options of a build for ``target``: no common-subexpression pass on cuda (it
+    hoists constants into host variables that become kernel arguments; nvcc does its own)."""
+    return {"tirx.disable_cse_tir": True} if target == "cuda" else {}
+
+
+def cuda_module(program, arch: str = "sm_90"):
+    """The built CUDA runtime module of ``program`` (no GPU or nvcc needed)."""
     import tvm
-    return tvm.target.Target({"kind": "cuda", "arch": arch}, host="llvm")
+    f = lower(program, "cuda")
+    try:
+        with tvm.transform.PassContext(config=pass_config("cuda")):
+            return tvm.tirx.build(f, target=cuda_target(arch))
+    except Exception as e:
+        raise LoweringError(f"TVM could not build the CUDA kernel: {first_line(e)}", stage="build") from None
 
 
 def cuda_source(program, arch: str = "sm_90") -> str:
     """CUDA C source of ``program`` (no GPU or nvcc needed)."""
-    import tvm
-    f = lower(program, "cuda")
-    try:
-        mod = tvm.tirx.build(f, target=cuda_target(arch))
-    except Exception as e:
-        raise LoweringError(f"TVM could not build the CUDA kernel: {first_line(e)}", stage="build") from None
-    return mod.imports[0].inspect_source()
+    return cuda_module(program, arch).imports[0].inspect_source()
 
 
 def cuda_ptx(source: str, arch: str = "sm_90") -> str:
     """Compile CUDA source to PTX with nvcc (needs ``nvcc`` on PATH)."""
-    import shutil
-
-    import tvm.support.nvcc as nvcc
-    if shutil.which("nvcc") is None:
-        raise LoweringError("nvcc is not on PATH: cannot compile to PTX", stage="build")
-    with cuda_target(arch):
-        try:
-            ptx = nvcc.compile_cuda(source, target_format="ptx", arch=arch, compiler="nvcc")
-        except Exception as e:
-            raise LoweringError(f"nvcc failed: {first_line(e)}", stage="build") from None
-    return ptx.decode() if isinstance(ptx, (bytes, bytearray)) else str(ptx)
+    return compile_offline(source, arch, "ptx").decode()
 
 
 def main(argv=None) -> int:

@@ -6,13 +6,17 @@ Strict tolerance (the default; lowering.md 6.3)
   extents of any equation in either program, at least 1), every element must satisfy
 
       |actual - expected| <= atol + rtol * |expected|
-      rtol = K * eps * sqrt(n)
-      atol = K * eps * sqrt(n) * max(1, max|expected|)      with K = 16
+      rtol = K * eps * sqrt(n)                            (float32, float64)
+      rtol = K * (eps + eps_f32 * sqrt(n))                (float16, bfloat16)
+      atol = rtol * max(1, max|expected|)                 with K = 16
 
   where the max runs over the finite expected values of that output: both terms always
   apply (no "any of" disjunction). NaN, +inf and -inf must occur at exactly the same
   positions. sqrt(n) is the usual growth of rounding error in a reordered sum of n terms;
-  the atol scale makes cancellation near zero in a large-magnitude output tolerable.
+  the atol scale makes cancellation near zero in a large-magnitude output tolerable. Half
+  precision is computed in float32 and rounded once per equation, reductions accumulate in
+  float32 (``lowering.narrow``, docs/numerics.md): the sum's error grows with the float32
+  epsilon, the half epsilon enters once per rounding, not with the reduction length.
 
 Exact (``mode="exact"``, for rewrites documented as bitwise-exact)
   Every element identical: the same value (``-0.0`` equals ``0.0``) or NaN at the same
@@ -44,8 +48,10 @@ from engine.leir.diagnostics import LeirError
 from .errors import LoweringError
 
 K_STRICT = 16
-STRICT_FORMULA = ("|actual-expected| <= atol + rtol*|expected|, rtol = 16*eps*sqrt(n), "
-                  "atol = 16*eps*sqrt(n)*max(1, max|expected|); ints and bools exact; NaN/inf positions equal")
+EPS_F32 = float(np.finfo(np.float32).eps)
+STRICT_FORMULA = ("|actual-expected| <= atol + rtol*|expected|, rtol = 16*eps*sqrt(n) (f32, f64) or "
+                  "16*(eps + eps_f32*sqrt(n)) (f16, bf16: float32 accumulation), "
+                  "atol = rtol*max(1, max|expected|); ints and bools exact; NaN/inf positions equal")
 REFERENCE_FORMULA = ("reference: rtol<=5e-3 or atol<=1e-7 or mse<=1e-5 or (float16 and atol<1.5) "
                      "or (float32 and atol<1e-3); same NaN/inf positions ignored")
 EXACT_FORMULA = "actual == expected element-wise (NaN at the same positions); no tolerance"
@@ -89,6 +95,14 @@ def _eps(name: str) -> float:
     return float(np.finfo(np.dtype(name)).eps)
 
 
+def strict_rtol(dtype: str, reduction_length: int = 1) -> float:
+    """The relative bound of strict mode for an output of ``dtype`` (a numpy/TVM name)."""
+    n = max(1, int(reduction_length))
+    if dtype in ("float16", "bfloat16"):
+        return K_STRICT * (_eps(dtype) + EPS_F32 * math.sqrt(n))
+    return K_STRICT * _eps(dtype) * math.sqrt(n)
+
+
 def compare(actual, expected, dtype: str, reduction_length: int = 1, mode: str = "strict") -> Comparison:
     """Compare two arrays of one output (``dtype``: a LEIR code such as "f32" or a numpy name)."""
     if mode not in MODES:
@@ -114,8 +128,7 @@ def compare(actual, expected, dtype: str, reduction_length: int = 1, mode: str =
         return _reference(a64, e64, name, n)
     nonfinite_bad = int(np.count_nonzero(_classes(a64) != _classes(e64)))
     fin = np.isfinite(a64) & np.isfinite(e64)
-    eps = _eps(name)
-    rtol = 0.0 if mode == "exact" else K_STRICT * eps * math.sqrt(n)
+    rtol = 0.0 if mode == "exact" else strict_rtol(name, n)
     scale = float(np.max(np.abs(e64[fin]))) if fin.any() else 0.0
     atol = rtol * max(1.0, scale)
     d = np.abs(a64[fin] - e64[fin])
@@ -258,7 +271,6 @@ def verify(program, candidate=None, trials: int = 3, seed: int = 0, target: str 
     res = VerifyResult(program.name, None if candidate is None else candidate.name, target, trials, seed,
                        {"mode": tolerance, "formula": _FORMULAS[tolerance],
                         "k": K_STRICT if tolerance == "strict" else None, "reduction_length": n})
-    subject = program if candidate is None else candidate
     if candidate is not None:
         res.diff = candidate.to_leir() != program.to_leir()
 

@@ -7,15 +7,17 @@ import sys
 def main(argv: list[str]) -> None:
     from engine.leir.procs import serve
 
+    from .crosscheck import HANDLERS as CROSS
     from .run import set_build_cache_size
     from .verifier import HANDLERS
+    handlers = {**HANDLERS, **CROSS}
     memory_mib, cache_size = int(argv[1]), int(argv[2])
     if memory_mib:
         import resource
         limit = memory_mib * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     set_build_cache_size(cache_size)
-    serve(lambda req: ("ok", HANDLERS[req[0]](*req[1])), argv[:1], prepare=_import_tvm)
+    serve(lambda req: ("ok", handlers[req[0]](*req[1])), argv[:1], prepare=_import_tvm)
 
 
 def _import_tvm() -> None:

@@ -21,3 +21,20 @@ def corpus_records():
 def tvm():
     import tvm as _tvm
     return _tvm
+
+
+_CUDA_DEVICE = []
+
+
+def cuda_device_present() -> bool:
+    """Whether TVM sees a CUDA device (imports tvm on first use)."""
+    if not _CUDA_DEVICE:
+        import tvm as _tvm
+        _CUDA_DEVICE.append(bool(_tvm.runtime.enabled("cuda") and _tvm.cuda(0).exist))
+    return _CUDA_DEVICE[0]
+
+
+def pytest_runtest_setup(item):
+    """Tests marked ``gpu`` need a CUDA device: skipped where there is none."""
+    if item.get_closest_marker("gpu") is not None and not cuda_device_present():
+        pytest.skip("no CUDA device on this machine")

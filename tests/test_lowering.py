@@ -51,9 +51,8 @@ def main(A: T.Buffer((8, 16), "float32"), C: T.Buffer((16, 12), "float32"), D: T
 '''
 
 PADCONV_TIR = '''@T.prim_func(s_tir=True)
-def main(A: T.Buffer((2, 3, 8), "float32"), G: T.Buffer((4, 3, 3), "float32"), D: T.Buffer((2, 4, 10), "float32")):
+def main(A: T.Buffer((2, 3, 8), "float32"), G: T.Buffer((4, 3, 3), "float32"), D: T.Buffer((2, 4, 10), "float32"), H: T.Buffer((2, 3, 12), "float32")):
     T.func_attr({"tir.noalias": True})
-    H = T.alloc_buffer((2, 3, 12), "float32")
     for tx in T.parallel(2):
         for a, c in T.grid(3, 12):
             with T.sblock("H"):
@@ -114,10 +113,9 @@ def test_scoped_buffers_are_allocated_inside_the_kernel():
 def test_softmax_structurally_equal_to_handwritten(tvm):
     hand = '''
 @T.prim_func(s_tir=True)
-def main(A: T.Buffer((4, 64), "float32"), C: T.Buffer((4, 64), "float32")):
+def main(A: T.Buffer((4, 64), "float32"), C: T.Buffer((4, 64), "float32"), D: T.Buffer((4,), "float32"),
+         E: T.Buffer((4,), "float32")):
     T.func_attr({"tir.noalias": True})
-    D = T.alloc_buffer((4,), "float32")
-    E = T.alloc_buffer((4,), "float32")
     for i in T.parallel(4):
         for k in range(64):
             with T.sblock("D"):
@@ -137,7 +135,7 @@ def main(A: T.Buffer((4, 64), "float32"), C: T.Buffer((4, 64), "float32")):
             with T.sblock("C"):
                 vi, vk = T.axis.remap("SS", [i, k])
                 C[vi, vk] = T.exp(A[vi, vk] - D[vi]) / E[vi]
-'''.replace('T.float32("-inf") * T.float32(1)', '-T.float32("inf")')
+'''.replace('T.float32("-inf") * T.float32(1)', 'T.float32("-inf")')
     tvm.ir.assert_structural_equal(lower(SOFTMAX), tvm.script.from_source(hand))
 
 
@@ -344,7 +342,7 @@ def test_unplaceable_local_buffer_is_a_typed_error_on_cuda():
           {"A": (F, (4, 8))}, {"C": (F, (4, 8))})
     with pytest.raises(LoweringError, match="local buffer 'Y' is used by top-level statements 1, 2"):
         lower_to_tvmscript(p, "cuda")
-    assert 'Y = T.alloc_buffer((8,), "float32")' in lower_to_tvmscript(p, "llvm")  # CPU: global fallback
+    assert 'Y: T.Buffer((8,), "float32")' in lower_to_tvmscript(p, "llvm")  # CPU: global fallback (scratch)
 
 
 def test_cuda_source_for_softmax_and_statement_without_bound_loop(tvm):
@@ -427,13 +425,12 @@ HALVES = P("B^{2}_{tx=0}L^{3}_{c=0}L^{8}_{a=0}[X^{f32,g}_{tx,a//2}=max(X^{f32,g}
            "B^{2}_{tx=0}L^{4}_{a=0}[C^{f32,g}_{tx,a}=X^{f32,g}_{tx,a};];",
            {"A": (F, (2, 3, 8))}, {"C": (F, (2, 4))}, "halves")
 HALVES_TIR = '''@T.prim_func(s_tir=True)
-def main(A: T.Buffer((2, 3, 8), "float32"), C: T.Buffer((2, 4), "float32")):
+def main(A: T.Buffer((2, 3, 8), "float32"), C: T.Buffer((2, 4), "float32"), X: T.Buffer((2, 4), "float32")):
     T.func_attr({"tir.noalias": True})
-    X = T.alloc_buffer((2, 4), "float32")
     for tx, a in T.grid(2, 8):
         with T.sblock("X_init"):
             v_tx, v_a = T.axis.remap("SS", [tx, a])
-            X[v_tx, T.floordiv(v_a, 2)] = -T.float32("inf")
+            X[v_tx, T.floordiv(v_a, 2)] = T.float32("-inf")
     for tx in T.parallel(2):
         for c, a in T.grid(3, 8):
             with T.sblock("X"):
@@ -528,3 +525,12 @@ def test_non_injective_reduction_that_cannot_be_initialised_is_refused(leir, inp
     with pytest.raises(LoweringError, match="composite index that several spatial iterations share") as e:
         lower_to_tvmscript(P(leir, inputs, outputs))
     assert why in e.value.message and e.value.line == 1
+
+
+def test_tvm_error_summary_names_the_cause():
+    from lowering.tir import first_line
+    e = Exception("error: Program is not well-formed. If this is deliberate, ...\n"
+                  "Traceback: ValueError: Invalid use of undefined variable v_b at <root>.functions\n"
+                  " --> <str>:1:1\n   |  \n 1 |  @T.prim_func(s_tir=True)\n   |   ")
+    assert first_line(e) == "ValueError: Invalid use of undefined variable v_b at <root>.functions"
+    assert first_line(Exception("error: something\n |")) == "error: something"

@@ -1,6 +1,5 @@
 """Numerical verification: tolerance rules, Equal / Not equal verdicts, CLI exit codes and JSON."""
 import json
-import math
 
 import numpy as np
 import pytest
@@ -216,3 +215,18 @@ def test_cli_user_error_exit_2_without_traceback(files, capsys):
     assert "bad.leir:" in err and ": error: " in err and "Traceback" not in err
     assert main([files["orig"] + ".missing"]) == 2
     assert main([files["orig"], "--trials", "0"]) == 2
+
+
+def test_half_precision_bound_grows_with_float32_epsilon_not_its_own():
+    """f16 reductions accumulate in float32 (docs/numerics.md): a long sum is not a licence for
+    a large error; the half epsilon enters once."""
+    from lowering.verify import EPS_F32, strict_rtol
+    eps16 = float(np.finfo(np.float16).eps)
+    assert strict_rtol("float16", 1) == pytest.approx(K_STRICT * (eps16 + EPS_F32))
+    assert strict_rtol("float16", 10 ** 6) == pytest.approx(K_STRICT * (eps16 + EPS_F32 * 1000))
+    assert strict_rtol("float32", 10 ** 6) == pytest.approx(K_STRICT * EPS_F32 * 1000)   # unchanged
+    e = np.full(4, 100.0, np.float16)
+    off = (e.astype(np.float64) * 1.05).astype(np.float16)          # 5 % off
+    assert not compare(off, e, "f16", reduction_length=10 ** 6).equal   # 16*eps16*1000 would allow it
+    near = (e.astype(np.float64) * (1 + 4 * eps16)).astype(np.float16)
+    assert compare(near, e, "f16", reduction_length=10 ** 6).equal
