@@ -347,7 +347,7 @@ def _sym(e, evaluate=True):
 
 def _reference_variants(program, strategy):
     """(equation LHS, sympy input, reference output) for every equation the reference rewrites."""
-    from engine.leir.ast import BinOp, Call, Ref, walk
+    from engine.leir.ast import BinOp, Call, walk
     fn = {"factorization": sympy.sqf, "powsimp": sympy.powsimp, "cancellation": sympy.cancel,
           "collect": lambda e: [sympy.collect(e, s) for s in sorted(e.free_symbols, key=str)]}[strategy]
     out = []

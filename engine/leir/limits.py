@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 
 from engine.leir.ast import (ARITH_OPS, COMPARE_OPS, DTYPES, FUNCTIONS, LOGIC_OPS, LOOP_KINDS, SCOPES, BinOp,
-                             Call, Compare, Equation, Loop, Nest, Num, Ref, Unary, Var)
+                             Call, Compare, Equation, Nest, Num, Ref, Unary, Var)
 from engine.leir.diagnostics import LeirError, quoted
 
 MAX_DEPTH = 100

@@ -535,7 +535,7 @@ class _Gen:
             else:
                 out.append("    while True:")
                 out.extend(body)
-        out += [f"    if out is None:",
+        out += ["    if out is None:",
                 f"        raise Unsupported({name!r} + ': no compute rule applies')",
                 "    ev.memo[mk] = out",
                 "    return out"]
@@ -553,7 +553,7 @@ def _generate(rules: ComputeRules) -> dict:
             continue
         try:
             src = gen.helper(name)
-        except (Unsupported, KeyError, ValueError) as ex:
+        except (Unsupported, KeyError, ValueError):
             rules.opaque.add(name)
             continue
         exec(compile(src, f"<compute {name}>", "exec"), ns)
