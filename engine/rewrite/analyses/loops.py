@@ -106,9 +106,9 @@ def _swap(v, w, eqs, owned, extents, readers, writers) -> str | None:
     """Exactness of swapping loops v and w ("bitwise" / "reassociating"), None if illegal."""
     exact = "bitwise"
     for (loops, eq), own in zip(eqs, owned):
-        loop_vars = {l.var for l in loops}
-        free = loop_vars - own
-        if not (v in free and w in free):
+        order = [l.var for l in loops]
+        free = set(order) - own
+        if not _moves_free_loops(order, free, v, w):
             continue
         x = eq.lhs.name
         interacts = readers.get(x, 0) > 0 or writers.get(x, 0) > 1
@@ -123,6 +123,16 @@ def _swap(v, w, eqs, owned, extents, readers, writers) -> str | None:
             continue  # last write wins at the component-wise last point in either order
         return None
     return exact
+
+
+def _moves_free_loops(order: list, free: set, v: str, w: str) -> bool:
+    """Whether exchanging v and w changes the relative order of the loops an equation does not
+    own (its reduction / overwrite loops). Exchanging two non-adjacent loops moves each across
+    the loops between them, so one free loop moving across another free loop changes the
+    accumulation order even when the other loop of the pair is spatial."""
+    a, b = sorted((order.index(v), order.index(w)))
+    swapped = order[:a] + [order[b]] + order[a + 1:b] + [order[a]] + order[b + 1:]
+    return [x for x in order if x in free] != [x for x in swapped if x in free]
 
 
 def _fusable(u: str, v: str, inner: int, eqs) -> bool:
