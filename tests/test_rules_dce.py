@@ -49,6 +49,11 @@ def test_reference_coverage_every_pair(engine):
 
 
 def test_metadata_bucket_is_decided():
-    from engine.rewrite.rulebook import load_rulebook
+    from engine.rewrite.rulebook import RULES_DIR, load_rulebook
     s = load_rulebook().by_name()["dead_code_elimination"]
-    assert s.meta["difficulty"] == "medium" and "def-use" in s.meta["description"]
+    assert s.meta["difficulty"] == "medium"
+    # the decision's rationale is a comment of the block: the description is what a CoT trace
+    # quotes verbatim, so it says only what the strategy does
+    block = (RULES_DIR / s.file).read_text().splitlines()[s.line - 1:s.line + 12]
+    assert any("def-use" in line and line.startswith(";;") and "@" not in line for line in block)
+    assert "bucket" not in s.meta["description"]

@@ -287,6 +287,16 @@ def test_no_inexact_rewrite_feeds_an_exact_comparison(engine):
     assert neighbours(engine, q, "additive_split")
 
 
+def test_pivot_splits_only_split_floating_point_reads(engine):
+    """V/P*P truncates on integers (7/2*2 = 6) and a bool has no division or sum (TVM refused to
+    build the bool case: corpus masked_cumsum); the float read of the same equation still splits."""
+    p = prog("B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*C^{bool,g}_{tx,a}+I^{i32,g}_{tx,a};];",
+             {"A": (4, 8), "C": ("bool", (4, 8)), "I": ("i32", (4, 8))}, {"D": (4, 8)})
+    for s in ("multiplicative_split", "additive_split"):
+        got = {dict(n.provenances[0].params)["tensor"] for n in neighbours(engine, p, s)}
+        assert got == {"A"}, s
+
+
 # ------------------------------------------------------------------ reference coverage (issue 4)
 # Every (program, strategy) pair of the math strategies in reference_coverage.jsonl is matched,
 # or listed here. The reference runs sympy on each equation with tensor names as symbols
