@@ -119,7 +119,8 @@ def device_for(target: str, device=None):
     return tvm.cpu(0)
 
 
-def _arguments(program, inputs: dict, dev, scratch=()):
+def arguments(program, inputs: dict, dev, scratch=()):
+    """TVM tensors for ``main``: the inputs, then zero-filled outputs and scratch buffers (in that order)."""
     import tvm
     args = []
     for d in program.inputs:
@@ -149,7 +150,7 @@ def _scratch_dtype(name: str):
 
 def run_built(built: Built, program, inputs: dict, device=None) -> dict[str, np.ndarray]:
     dev = device_for(built.target, device)
-    args, outs = _arguments(program, inputs, dev, built.scratch)
+    args, outs = arguments(program, inputs, dev, built.scratch)
     try:
         built.executable["main"](*args, *outs)
         if built.target == "cuda":
@@ -170,7 +171,7 @@ def time_built(built: Built, program, inputs: dict, device=None, warmup: int = 3
     """Milliseconds per run for each of ``repeat`` measurements (each the mean of ``number`` runs),
     after ``warmup`` unmeasured runs, via ``time_evaluator``."""
     dev = device_for(built.target, device)
-    args, outs = _arguments(program, inputs, dev, built.scratch)
+    args, outs = arguments(program, inputs, dev, built.scratch)
     try:
         fn = built.executable["main"]
         for _ in range(warmup):

@@ -72,26 +72,22 @@ def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, ro
          warmup: int = 3, repeat: int = 7, min_repeat_ms: float = 2.0, original=None) -> dict:
     """Tune ``program`` with ``trials`` measurements; the best schedule's time next to
     ``original``'s (default: ``program``) under our lowering, both timed here."""
-    import numpy as np
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from lowering.inputs import random_inputs
-    from lowering.run import build, run_built
-    from lowering.tir import from_tvmscript, lower_to_tvmscript
-    original = original if original is not None else program
+    from lowering.tir import from_tvmscript, lower_module
     t0 = time.perf_counter()
-    target = tvm.target.Target({"kind": "llvm", "num-cores": 2})
-    plain = serial_program(program)
-    mod = tvm.IRModule({"main": from_tvmscript(lower_to_tvmscript(plain, "llvm", vectorize=False))})
+    plain = lower_module(serial_program(program), "llvm", vectorize=False)
+    mod = tvm.IRModule({"main": from_tvmscript(plain.text)})
     builder = ms.builder.LocalBuilder(f_build=BUILD_FUNC, initializer=register_build, max_workers=1,
                                       timeout_sec=120.0)
     register_build()
     with tempfile.TemporaryDirectory() as tmp:
         wd = work_dir or tmp
-        db = ms.tune_tir(mod, target, wd, max_trials_global=trials, num_trials_per_iter=min(trials, 16),
-                         builder=builder, runner=ms.runner.LocalRunner(timeout_sec=60.0), cost_model="xgb",
-                         database="json", seed=seed, num_tuning_cores=1)
+        db = ms.tune_tir(mod, tvm.target.Target(TARGET), wd, max_trials_global=trials,
+                         num_trials_per_iter=min(trials, 16), builder=builder,
+                         runner=ms.runner.LocalRunner(timeout_sec=60.0), cost_model="xgb", database="json",
+                         seed=seed, num_tuning_cores=1)
         records = db.get_all_tuning_records()          # in trial order
         measured = [r for r in records if r.run_secs and all(float(x) < 1e9 for x in r.run_secs)]
         sch = None
@@ -99,22 +95,37 @@ def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, ro
             best = min(measured, key=lambda r: statistics.fmean(float(x) for x in r.run_secs))
             sch = tvm.s_tir.Schedule(best.workload.mod)
             best.trace.apply_to_schedule(sch, remove_postproc=False)
-    tune_s = time.perf_counter() - t0
-    out = {"trials": trials, "records": len(records), "measured": len(measured), "tune_seconds": round(tune_s, 1)}
+    out = {"trials": trials, "records": len(records), "measured": len(measured),
+           "tune_seconds": round(time.perf_counter() - t0, 1)}
     if sch is None:
         out.update({"ok": False, "reason": "no valid schedule"})
         return out
-    ex = tvm.compile(sch.mod, target=target)
+    out.update(evaluate_schedule(sch.mod, program, plain.scratch, original=original, rounds=rounds,
+                                 warmup=warmup, repeat=repeat, min_repeat_ms=min_repeat_ms))
+    out["best_trial_ms"] = min(statistics.fmean(float(x) for x in r.run_secs) * 1e3 for r in measured)
+    return out
+
+
+TARGET = {"kind": "llvm", "num-cores": 2}
+
+
+def evaluate_schedule(mod, program, scratch, *, original=None, rounds: int = 3, warmup: int = 3,
+                      repeat: int = 7, min_repeat_ms: float = 2.0) -> dict:
+    """Check a scheduled module of ``program`` (whose ``main`` takes the inputs, the outputs and
+    the ``scratch`` buffers of our lowering) against our build of ``original`` on seeded inputs,
+    and time both in alternating rounds."""
+    import numpy as np
+    import tvm
+
+    from lowering.inputs import random_inputs
+    from lowering.run import arguments, build, run_built
+    original = original if original is not None else program
+    ex = tvm.compile(mod, target=tvm.target.Target(TARGET))
     dev = tvm.cpu(0)
     ins = random_inputs(original, 0, 0)
     orig_built = build(original, "llvm")
     want = run_built(orig_built, original, ins)
-
-    def args():
-        a = [tvm.runtime.tensor(np.ascontiguousarray(ins[d.name]), dev) for d in program.inputs]
-        o = [tvm.runtime.tensor(np.zeros(d.shape, dtype=want[d.name].dtype), dev) for d in program.outputs]
-        return a, o
-    a, o = args()
+    a, o = arguments(program, ins, dev, scratch)
     ex["main"](*a, *o)
     err = max(float(np.max(np.abs(x.numpy() - want[d.name]))) if x.numpy().size else 0.0
               for d, x in zip(program.outputs, o))
@@ -128,16 +139,14 @@ def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, ro
         number = max(1, min(1000, int(min_repeat_ms / max(probe, 1e-6)) + 1))
         return statistics.median(r * 1e3 for r in mod_.time_evaluator("main", dev, number=number,
                                                                       repeat=repeat)(*fargs).results)
-    oa, oo = args()
+    oa, oo = arguments(original, ins, dev, orig_built.scratch)
     base, tuned = [], []
     for _ in range(rounds):
         base.append(time_fn(orig_built.executable, [*oa, *oo]))
         tuned.append(time_fn(ex, [*a, *o]))
     b, t = statistics.median(base), statistics.median(tuned)
-    out.update({"ok": True, "original_ms": b, "tuned_ms": t, "speedup": b / t, "max_abs_err": err,
-                "rel_err": err / scale, "best_trial_ms": min((statistics.fmean(float(x) for x in r.run_secs) * 1e3
-                                                              for r in measured), default=None)})
-    return out
+    return {"ok": True, "original_ms": b, "tuned_ms": t, "speedup": b / t, "max_abs_err": err,
+            "rel_err": err / scale}
 
 
 def main(argv=None) -> int:
