@@ -212,28 +212,27 @@ def _check_copies(v, vals, c):
     return None if all(_is_copy_stmt(s, new) for s in v) else "a statement is not a copy into a new tensor"
 
 
-def _check_computes(v, vals, c):
+def _added_where(v, c, fits, problem: str):
+    """Every statement of v is an added one and ``fits(statement, parsed items, new names)``."""
     bad = _all_in(v, c.added, "an added statement")
     if bad:
         return bad
     new = set(c.new_names)
     for s in v:
         items = _parse(s)
-        if items is None or _is_copy_stmt(s, new) or not any(n in new for n in _writes(items)):
-            return "a statement does not compute a new tensor"
+        if items is None or not fits(s, items, new):
+            return problem
     return None
+
+
+def _check_computes(v, vals, c):
+    return _added_where(v, c, lambda s, items, new: not _is_copy_stmt(s, new)
+                        and any(n in new for n in _writes(items)), "a statement does not compute a new tensor")
 
 
 def _check_assembles(v, vals, c):
-    bad = _all_in(v, c.added, "an added statement")
-    if bad:
-        return bad
-    new = set(c.new_names)
-    for s in v:
-        items = _parse(s)
-        if items is None or any(n in new for n in _writes(items)):
-            return "a statement writes a new tensor"
-    return None
+    return _added_where(v, c, lambda s, items, new: not any(n in new for n in _writes(items)),
+                        "a statement writes a new tensor")
 
 
 def _check_rest(v, vals, c):

@@ -76,10 +76,9 @@ def shrink_program(p, limit: int = POINT_LIMIT, granularities=GRANULARITIES):
     return shrink_with_granularity(p, limit, granularities)[0]
 
 
-def shrink_with_granularity(p, limit: int = POINT_LIMIT, granularities=GRANULARITIES):
-    """(the shrunk program or None, the granularity used: 1 when ``p`` is kept as it is)."""
-    if points(p) <= limit:
-        return p, 1
+def _instances(p, granularities):
+    """(mapped copy, granularity) for each granularity, in order, that maps every size to at least
+    1 and gives a program the analysis accepts."""
     for g in granularities:
         phi = size_map(g)
         if any(phi(v) < 1 for v in _sizes(p)):
@@ -88,6 +87,14 @@ def shrink_with_granularity(p, limit: int = POINT_LIMIT, granularities=GRANULARI
             q = _mapped(p, phi)
         except LeirError:
             continue
+        yield q, g
+
+
+def shrink_with_granularity(p, limit: int = POINT_LIMIT, granularities=GRANULARITIES):
+    """(the shrunk program or None, the granularity used: 1 when ``p`` is kept as it is)."""
+    if points(p) <= limit:
+        return p, 1
+    for q, g in _instances(p, granularities):
         if points(q) <= limit:
             return q, g
     return None, None
@@ -98,14 +105,7 @@ def smallest_instance(p, granularities=WIDE_GRANULARITIES):
     (None, None) when no granularity gives a program the analysis accepts; for programs whose
     kept sizes (kernels, offsets) keep them above any small limit."""
     best = (None, None)
-    for g in granularities:
-        phi = size_map(g)
-        if any(phi(v) < 1 for v in _sizes(p)):
-            continue
-        try:
-            q = _mapped(p, phi)
-        except LeirError:
-            continue
+    for q, g in _instances(p, granularities):
         if best[0] is None or points(q) < points(best[0]):
             best = (q, g)
     return best

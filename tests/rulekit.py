@@ -20,6 +20,15 @@ def operator_rules_dir(tmp_path_factory):
     return d
 
 
+def rule_file_dir(tmp_path, text: str):
+    """``tmp_path`` as a rules directory: the project's schema (leir.egg) and ``text`` as x.egg."""
+    import shutil
+    from engine.rewrite.rulebook import RULES_DIR
+    shutil.copy(RULES_DIR / "leir.egg", tmp_path / "leir.egg")
+    (tmp_path / "x.egg").write_text(text)
+    return tmp_path
+
+
 def engine_for(rule_file: str) -> Enumerator:
     """An engine that loads only the strategies of one rule file (plus the schema)."""
     names = [s.name for s in load_rulebook().strategies if s.file.endswith(rule_file)]

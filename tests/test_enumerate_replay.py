@@ -107,12 +107,9 @@ BUGGY = """
 def test_a_step_that_builds_an_invalid_program_is_a_clear_error(tmp_path):
     """apply re-analyses only the step it returns; a rule bug there is a StepError, and enumerate
     never lists it (it is counted in stats()['invalid'])."""
-    import shutil
     from engine import StepError
-    from engine.rewrite.rulebook import RULES_DIR
-    shutil.copy(RULES_DIR / "leir.egg", tmp_path / "leir.egg")
-    (tmp_path / "x.egg").write_text(BUGGY)
-    eng = Engine(rules=tmp_path)
+    from rulekit import rule_file_dir
+    eng = Engine(rules=rule_file_dir(tmp_path, BUGGY))
     p = load_program(EXAMPLES / "softmax.leir")
     assert eng.enumerate(p) == [] and eng.stats()["invalid"]
     with pytest.raises(StepError, match="builds an invalid program"):

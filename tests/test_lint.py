@@ -7,6 +7,7 @@ import pytest
 
 from engine.rewrite.lint import lint
 from tests.conftest import ROOT
+from rulekit import rule_file_dir
 
 GOOD = """
 ;; @strategy loop_unrolling
@@ -22,12 +23,6 @@ GOOD = """
 """
 
 
-def rules_dir(tmp_path, text):
-    shutil.copy(ROOT / "rules" / "leir.egg", tmp_path / "leir.egg")
-    (tmp_path / "x.egg").write_text(text)
-    return tmp_path
-
-
 def errors(rep):
     return [line for line in rep.lines() if ": error: " in line]
 
@@ -39,7 +34,7 @@ def test_operator_rules_are_clean(tmp_path):
 
 
 def test_good_block(tmp_path):
-    assert errors(lint(rules_dir(tmp_path, GOOD))) == []
+    assert errors(lint(rule_file_dir(tmp_path, GOOD))) == []
 
 
 @pytest.mark.parametrize("old,new,message,line", [
@@ -58,19 +53,19 @@ def test_good_block(tmp_path):
 ])
 def test_bad_blocks_are_located(tmp_path, old, new, message, line):
     assert old in GOOD
-    errs = errors(lint(rules_dir(tmp_path, GOOD.replace(old, new))))
+    errs = errors(lint(rule_file_dir(tmp_path, GOOD.replace(old, new))))
     assert any(message in e for e in errs), errs
     hit = next(e for e in errs if message in e)
     assert hit.startswith(str(tmp_path / "x.egg") + f":{line}:") or "egglog" in hit, hit
 
 
 def test_egglog_errors_are_located(tmp_path):
-    errs = errors(lint(rules_dir(tmp_path, GOOD.replace("(Lp \"U\" v n)", "(Lp \"U\" v)"))))
+    errs = errors(lint(rule_file_dir(tmp_path, GOOD.replace("(Lp \"U\" v n)", "(Lp \"U\" v)"))))
     assert any("x.egg:10:" in e and "egglog" in e for e in errs), errs
 
 
 def test_cli_exit_codes(tmp_path):
-    d = rules_dir(tmp_path, GOOD.replace("@strategy loop_unrolling", "@strategy nope"))
+    d = rule_file_dir(tmp_path, GOOD.replace("@strategy loop_unrolling", "@strategy nope"))
     r = subprocess.run([sys.executable, "-m", "engine.lint", str(d)], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "x.egg:2:1: error: unknown strategy 'nope'" in r.stderr
@@ -102,7 +97,7 @@ PAIR = """
 
 def test_identity_pair_lints_clean_and_gives_both_rules(tmp_path):
     from engine.rewrite.rulebook import load_rulebook
-    d = rules_dir(tmp_path, PAIR)
+    d = rule_file_dir(tmp_path, PAIR)
     assert errors(lint(d)) == []
     book = load_rulebook(d)
     assert {s.name: s.rules for s in book.strategies} == {"powsimp": ["powsimp/exp_product"],
@@ -132,12 +127,12 @@ def test_bad_identities_are_located(tmp_path, old, new, message):
     text = PAIR.replace(old, new)
     if message is None:      # @range on expand_powsimp with no guarded rule
         text = text.replace('a b) (ENil))))', 'a b) (ENil))) :range "expand_powsimp/exp_sum")')
-        assert errors(lint(rules_dir(tmp_path, text))) == []
+        assert errors(lint(rule_file_dir(tmp_path, text))) == []
         return
-    errs = errors(lint(rules_dir(tmp_path, text)))
+    errs = errors(lint(rule_file_dir(tmp_path, text)))
     assert any(message in e and str(tmp_path / "x.egg") in e for e in errs), errs
 
 
 def test_identity_egglog_errors_point_at_the_identity(tmp_path):
-    errs = errors(lint(rules_dir(tmp_path, PAIR.replace('(Bin "+" a b)', '(Bin "+" a)'))))
+    errs = errors(lint(rule_file_dir(tmp_path, PAIR.replace('(Bin "+" a b)', '(Bin "+" a)'))))
     assert any("x.egg:16:" in e and "egglog" in e for e in errs), errs
