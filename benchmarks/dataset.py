@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "corpus" / "programs.jsonl"
+CORPUS = ROOT / "examples" / "corpus" / "programs.jsonl"
 
 
 def _cpu_children() -> float:

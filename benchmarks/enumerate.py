@@ -136,7 +136,7 @@ def _each_in_its_own_process(args) -> tuple[float, int, dict]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--corpus", default=str(ROOT.parent / "shared" / "corpus" / "programs.jsonl"))
+    ap.add_argument("--corpus", default=str(ROOT / "examples" / "corpus" / "programs.jsonl"))
     ap.add_argument("--rules", default=None)
     ap.add_argument("--set", choices=("graph_operator", "all", "both"), default="both")
     ap.add_argument("--strategy", action="append", help="benchmark exactly these strategies instead")

@@ -20,7 +20,7 @@ from engine.leir.diagnostics import LeirError
 DEFAULT_MAX_POINTS = 1 << 24
 USAGE_EPILOG = """examples:
   python -m dataset.generate examples -o out/examples --per-program 6
-  python -m dataset.generate ../shared/corpus/programs.jsonl -o out/corpus --per-program 40 --shrink --max-points 4194304 --workers 2
+  python -m dataset.generate examples/corpus/programs.jsonl -o out/corpus --per-program 40 --shrink --max-points 4194304 --workers 2
   python -m dataset.generate --workloads softmax,GELU --shapes random --variants 3 --dtypes f16,f32 -o out/wl
   python -m dataset.generate examples -o out/ex --backend ray --address auto     # on a running Ray cluster
 """

@@ -5,13 +5,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-CORPUS = SHARED / "corpus" / "programs.jsonl"
+CORPUS_DIR = ROOT / "examples" / "corpus"
+CORPUS = CORPUS_DIR / "programs.jsonl"
+COVERAGE = CORPUS_DIR / "reference_coverage.jsonl"
 EXAMPLES = ROOT / "examples"
 
 
 def corpus_records():
-    """The public corpus as JSON records, or [] when ../shared is absent."""
+    """The public corpus (examples/corpus/) as JSON records."""
     if not CORPUS.exists():
         return []
     return [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]

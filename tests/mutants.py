@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "corpus" / "programs.jsonl"
+CORPUS = ROOT / "examples" / "corpus" / "programs.jsonl"
 EXAMPLES = ROOT / "examples"
 
 FORMATS = ("leir", "display", "json", "json-list", "jsonl")

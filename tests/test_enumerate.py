@@ -10,10 +10,9 @@ import pytest
 from engine.leir.ast import equations
 from engine.rewrite.enumerate import Enumerator, loop_names, tensor_names
 from engine.leir.files import program_from_json
-from tests.conftest import CORPUS, ROOT, SHARED, corpus_records
+from tests.conftest import COVERAGE, CORPUS, ROOT, corpus_records
 from rulekit import operator_rules_dir
 
-COVERAGE = SHARED / "corpus" / "reference_coverage.jsonl"
 # Reference applications we deliberately do not reproduce: each changes the kind of an
 # extent-1 loop (a no-op, strategies.md S15 "extent-1 vectorisations change nothing"), or
 # unrolls a 131072-iteration loop (beyond the reference's own 1024 bound).
@@ -28,7 +27,6 @@ UNSOUND_OR_NOOP = {
 EXACT_USE = {("Gemm_LogSumExp_LeakyReLU_LeakyReLU_GELU_GELU", "reduction_factorization")}
 LOWERING_GAP = "through a composite index"
 
-pytestmark = pytest.mark.skipif(not CORPUS.exists(), reason="shared corpus not available")
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT = ROOT / "tests" / "data" / "enumerate_snapshot.json"
-CORPUS = ROOT.parent / "shared" / "corpus" / "programs.jsonl"
+CORPUS = ROOT / "examples" / "corpus" / "programs.jsonl"
 # corpus programs of increasing size (from 72 to 3,000 characters of LEIR)
 PROGRAMS = ("ReLU", "Product_reduction_over_a_dimension", "Matmul_with_large_K_dimension", "Matmul3D",
             "conv_depthwise_2D_square_input_square_kernel", "Matmul_with_transposed_A",

@@ -48,7 +48,6 @@ def test_loop_list_surgery_matches_the_rules_at_every_position(rules):
     assert _both(rules, it, "LIns", (lists[2], 2, new))[0] != Unsupported
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="needs ../shared/corpus")
 def test_substitution_matches_the_rules_on_corpus_statements(rules):
     checked = 0
     for p in load_programs(CORPUS)[::6]:

@@ -15,7 +15,6 @@ from engine.leir.printer import body_to_display, body_to_str
 RECORDS = corpus_records()
 
 
-@pytest.mark.skipif(not RECORDS, reason="../shared corpus not present")
 @pytest.mark.parametrize("rec", RECORDS, ids=[r["name"] for r in RECORDS])
 def test_corpus_round_trip_is_byte_identical(rec):
     assert body_to_str(parse_body(rec["leir"])) == rec["leir"]
@@ -27,7 +26,6 @@ def _messy_display(text: str) -> str:
     return re.sub(r"\];", "]\n ;", text)
 
 
-@pytest.mark.skipif(not RECORDS, reason="../shared corpus not present")
 @pytest.mark.parametrize("rec", RECORDS, ids=[r["name"] for r in RECORDS])
 def test_display_form_parses_to_the_same_ast(rec):
     body = parse_body(rec["leir"])

@@ -1,7 +1,7 @@
 """rules/dce.egg: dead statements go, statements feeding the output never do."""
 import pytest
 
-from conftest import CORPUS, SHARED
+from conftest import CORPUS, COVERAGE
 from engine.rewrite.enumerate import Enumerator
 from rulekit import prog
 
@@ -40,7 +40,7 @@ def test_reference_coverage_every_pair(engine):
     import json
     from engine.leir.files import load_programs
     progs = {p.name: p for p in load_programs(CORPUS)}
-    names = [json.loads(l)["name"] for l in open(SHARED / "corpus" / "reference_coverage.jsonl")
+    names = [json.loads(l)["name"] for l in open(COVERAGE)
              if "dead_code_elimination" in json.loads(l)["strategies"]]
     assert names == ["cumsum_exclusive"]
     for name in names:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from conftest import CORPUS, SHARED
+from conftest import CORPUS, COVERAGE
 from engine.leir.ast import TensorDecl
 from engine.rewrite.enumerate import Enumerator
 from engine.leir.parser import parse_body
@@ -399,7 +399,7 @@ def _corpus():
     from engine.leir.files import load_programs
     import json
     progs = {p.name: p for p in load_programs(CORPUS)}
-    cov = [json.loads(l) for l in open(SHARED / "corpus" / "reference_coverage.jsonl")]
+    cov = [json.loads(l) for l in open(COVERAGE)]
     return progs, cov
 
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from conftest import CORPUS, SHARED
+from conftest import CORPUS, COVERAGE
 from engine.rewrite.enumerate import Enumerator
 from engine.leir.parser import parse_body
 from engine.leir.program import make_program
@@ -202,7 +202,7 @@ def test_corpus_neighbours_are_valid_and_cover_the_reference(engine, monkeypatch
     cache_read_write pairs whose every in-statement copy exceeds a thread's local memory."""
     from engine.leir.files import load_programs
     progs = {p.name: p for p in load_programs(CORPUS)}
-    cov = [json.loads(l) for l in open(SHARED / "corpus" / "reference_coverage.jsonl")]
+    cov = [json.loads(l) for l in open(COVERAGE)]
     missing, pairs = [], 0
     for rec in cov:
         p = progs[rec["name"]]

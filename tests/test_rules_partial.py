@@ -14,13 +14,13 @@ import re
 
 import pytest
 
-from conftest import SHARED, corpus_records
+from conftest import CORPUS_DIR, corpus_records
 from engine.leir.files import program_from_json
 from engine.leir.parser import parse_body
 from engine.leir.program import make_program
 from rulekit import engine_for, prog_f32 as prog
 
-CORPUS = SHARED / "corpus"
+CORPUS = CORPUS_DIR
 S35 = "partially_equivalent_then_correct"
 
 

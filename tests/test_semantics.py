@@ -16,7 +16,6 @@ def prog(body: str, inputs="A f32[16, 8]", output="C f32[16]"):
     return parse_leir_file(f"{header}output {output}\n{body}\n", "t.leir")
 
 
-@pytest.mark.skipif(not RECORDS, reason="../shared corpus not present")
 def test_every_corpus_program_is_valid():
     for rec in RECORDS:
         p = program_from_json(rec)

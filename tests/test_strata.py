@@ -43,7 +43,6 @@ def test_dependencies_come_first_and_cycles_saturate():
     assert layers[where["big"]][1] is False
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="needs ../shared/corpus")
 def test_stratified_engine_lists_the_same_neighbours():
     """Every corpus program of a deterministic spread: identical neighbours (text, provenance)
     under the stratified schedule and under one saturated analysis ruleset."""
@@ -56,7 +55,6 @@ def test_stratified_engine_lists_the_same_neighbours():
         assert a, p.name
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="needs ../shared/corpus")
 def test_an_engine_loading_some_strategies_lists_what_the_full_engine_does():
     """A dedicated engine inserts only the facts its rules read; that must change nothing."""
     from engine.rewrite.rulebook import SPEC_STRATEGIES
@@ -72,7 +70,6 @@ def test_an_engine_loading_some_strategies_lists_what_the_full_engine_does():
             assert a == c, (chosen[:2], p.name)
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="needs ../shared/corpus")
 def test_facts_kept_between_queries_do_not_depend_on_history():
     """Divisor / Cut facts stay in the base e-graph once inserted (engine.enumerate
     STATIC_RELATIONS): a program lists the same neighbours on a fresh engine and after others."""
