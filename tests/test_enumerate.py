@@ -10,7 +10,7 @@ import pytest
 from engine.leir.ast import equations
 from engine.rewrite.enumerate import Enumerator, loop_names, tensor_names
 from engine.leir.files import program_from_json
-from tests.conftest import COVERAGE, CORPUS, ROOT, corpus_records
+from tests.conftest import COVERAGE, ROOT, corpus_records
 from rulekit import operator_rules_dir
 
 # Reference applications we deliberately do not reproduce: each changes the kind of an

@@ -1,6 +1,5 @@
 """The stratified analysis schedule (engine.strata) computes what plain saturation computes."""
 import egglog.bindings as b
-import pytest
 
 from engine.rewrite.enumerate import Enumerator
 from engine.leir.files import load_programs
