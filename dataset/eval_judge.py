@@ -80,7 +80,11 @@ class SingleJudge:
         table = self._reach.get(text)
         if table is None:
             table = {}
-            for step in self.engine.enumerate(original):
+            try:
+                steps = self.engine.enumerate(original)
+            except LeirError:                       # a program the rules cannot read: no step reaches it
+                steps = []
+            for step in steps:
                 table.setdefault(renaming_key(step.program), {"strategy": step.strategy, "category": step.category,
                                                               "rule": step.rule, "key": step.key})
             self._reach = {text: table}             # one original at a time: prompts come grouped
