@@ -78,9 +78,9 @@ def plot(results: dict, path: Path) -> bool:
     ax1.bar([x + 0.2 for x in xs], paper, 0.4, label="paper, Qwen3-8B", color="#bbbbbb")
     ax1.set_xticks(list(xs), [r.capitalize() for r in LADDER])
     ax1.set_ylabel("% of attempts")
-    ax1.set_ylim(0, 105)
+    ax1.set_ylim(0, 125)
     ax1.set_title("Single-step pass ladder")
-    ax1.legend(fontsize=8)
+    ax1.legend(fontsize=8, loc="upper center", ncol=2)
     d = s["strategies"]
     cats = sorted(set(d["claimed_categories"]["counts"]) | set(d["reached_categories"]["counts"])
                   | set(d["prompt_categories"]["counts"]))
