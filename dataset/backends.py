@@ -28,11 +28,17 @@ def crashed_result(spec: dict, message: str) -> dict:
 
 
 class LocalBackend:
+    """``module``: the worker module (``python -m MODULE FD`` answering ``("run", options, spec)``);
+    ``on_crash(spec, message)``: the result of a task whose worker died twice. Defaults: the
+    dataset's; ``search.batch`` passes its own."""
+
     name = "local"
 
-    def __init__(self, workers: int, log=None):
+    def __init__(self, workers: int, log=None, module: str = "dataset.worker", on_crash=None):
         self.workers = max(1, int(workers))
         self.log = log
+        self.module = module
+        self.on_crash = on_crash or crashed_result
         self._started: list = []
 
     def run(self, tasks: list[tuple[str, dict]], options: dict, on_result: Callable[[str, dict], None]) -> None:
@@ -62,12 +68,12 @@ class LocalBackend:
                     except WorkerFailed as e:
                         worker = spare.get()          # a replacement made by the main thread
                         if attempt == RETRIES:
-                            result = crashed_result(spec, e.message)
+                            result = self.on_crash(spec, e.message)
                         continue
                     if status == "ok":
                         result = payload
                     else:
-                        result = crashed_result(spec, str(payload))
+                        result = self.on_crash(spec, str(payload))
                     break
                 done.put((tid, result))
 
@@ -93,7 +99,7 @@ class LocalBackend:
 
     def _start(self):
         from engine.leir.procs import WorkerProcess
-        w = WorkerProcess("dataset.worker", (), stderr=self.log)
+        w = WorkerProcess(self.module, (), stderr=self.log)
         self._started.append(w)
         return w
 
@@ -118,11 +124,16 @@ def _stop_all(workers: list, grace: float = 10.0) -> None:
 
 
 class RayBackend:
+    """``remote``: the function a Ray task runs, ``remote(options, spec) -> result`` (default: a
+    dataset task); ``on_crash`` as for ``LocalBackend``."""
+
     name = "ray"
 
-    def __init__(self, workers: int, address: str | None = None):
+    def __init__(self, workers: int, address: str | None = None, remote=None, on_crash=None):
         self.workers = max(1, int(workers))
         self.address = address
+        self.remote = remote or run_remote
+        self.on_crash = on_crash or crashed_result
 
     def run(self, tasks: list[tuple[str, dict]], options: dict, on_result: Callable[[str, dict], None]) -> None:
         try:
@@ -148,7 +159,7 @@ class RayBackend:
                          runtime_env={"env_vars": {"PYTHONPATH": path}})
             started = True
         try:
-            remote = ray.remote(max_retries=2, retry_exceptions=False)(run_remote)
+            remote = ray.remote(max_retries=2, retry_exceptions=False)(self.remote)
             window = max(2, 2 * int(ray.cluster_resources().get("CPU", self.workers)))
             pending: dict = {}
             it = iter(tasks)
@@ -163,7 +174,7 @@ class RayBackend:
                 try:
                     result = ray.get(ref)
                 except (ray.exceptions.WorkerCrashedError, ray.exceptions.RayTaskError) as e:
-                    result = crashed_result(spec, str(e).splitlines()[0])
+                    result = self.on_crash(spec, str(e).splitlines()[0])
                 on_result(tid, result)
                 nxt = next(it, None)
                 if nxt is not None:

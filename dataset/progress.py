@@ -5,10 +5,10 @@ import sys
 
 
 class Progress:
-    def __init__(self, total: int, done: int = 0, unit: str = "item"):
+    def __init__(self, total: int, done: int = 0, unit: str = "item", desc: str = "generate"):
         from tqdm import tqdm
         self.bar = tqdm(total=total, initial=done, unit=unit, file=sys.stderr, disable=None, dynamic_ncols=True,
-                        smoothing=0.1, desc="generate")
+                        smoothing=0.1, desc=desc)
 
     def advance(self, **postfix) -> None:
         self.bar.set_postfix(postfix, refresh=False)

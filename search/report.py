@@ -1,8 +1,13 @@
-"""``python -m search.report DIR [--json]``: one row per (algorithm, policy) over the complete
-trajectories under DIR: runs, samples (avg / max), speedup (avg / median / max), distinct
-strategies on the best trajectory (avg / max), and search efficiency both ways (spec
-search.md 6): ``eff_ratio_of_avgs`` = avg speedup / avg samples (the paper's definition) and
-``eff_avg_of_ratios`` = mean over runs of speedup / samples."""
+"""``python -m search.report DIR [--full] [--paper] [--json]``: one row per (algorithm, policy)
+over the complete trajectories under DIR (e.g. a ``search.batch`` folder).
+
+By default the paper's Table 3 columns (avg / max #samples, avg / median / max speedup, search
+efficiency = avg speedup / avg #samples, the paper's definition; spec search.md 6-7), with the
+average of per-run ratios next to it (what two of the paper's rows appear to use), then Table
+4 (distinct strategies on the best trajectory, avg / max). ``--full``: every metric in one
+table with the field names of ``--json``: runs, samples (avg / max), speedup (avg / median /
+max), strategies (avg / max), ``eff_ratio_of_avgs`` and ``eff_avg_of_ratios``. ``--paper``: the
+paper's Table 3 (Qwen3-32B, 100 programs) below, for comparison."""
 from __future__ import annotations
 
 import argparse
@@ -47,6 +52,42 @@ def load_dir(path: str) -> list[dict]:
     return out
 
 
+TABLE3 = (("algorithm", "algorithm"), ("policy", "policy"), ("runs", "runs"), ("avg_samples", "avg #samples"),
+          ("max_samples", "max #samples"), ("avg_speedup", "avg speedup"), ("median_speedup", "median speedup"),
+          ("max_speedup", "max speedup"), ("eff_ratio_of_avgs", "search efficiency"),
+          ("eff_avg_of_ratios", "efficiency (avg of ratios)"))
+TABLE4 = (("algorithm", "algorithm"), ("policy", "policy"), ("avg_strategies", "avg #strategies"),
+          ("max_strategies", "max #strategies"))
+# spec search.md 7.2: method, avg #samples, max #samples, avg / median / max speedup, search efficiency
+PAPER_TABLE3 = (("Greedy", 35.91, 41, 20.79, 1.78, 193.55, 0.58), ("Beam", 103.17, 114, 42.90, 4.57, 561.82, 0.60),
+                ("BFS", 28.27, 31, 18.27, 2.11, 173.13, 0.65), ("DFS", 28.11, 31, 20.97, 1.68, 242.62, 0.75),
+                ("MCTS", 17.41, 21, 24.96, 4.54, 171.9, 1.43), ("Chain", 16.63, 21, 23.62, 2.05, 286.92, 1.42),
+                ("Chain w/o parent", 15.95, 21, 20.25, 4.96, 96.14, 1.63),
+                ("Chain on A100", 16.85, 21, 22.01, 3.62, 265.35, 1.31))
+
+
+def _cell(v) -> str:
+    return f"{v:.2f}" if isinstance(v, float) else ("-" if v is None else str(v))
+
+
+def _table(rows: list[dict], columns) -> list[str]:
+    lines = ["| " + " | ".join(h for _, h in columns) + " |", "|" + "---|" * len(columns)]
+    return lines + ["| " + " | ".join(_cell(r[k]) for k, _ in columns) + " |" for r in rows]
+
+
+def tables(rows: list[dict], paper: bool = False) -> str:
+    """The paper's Table 3 and Table 4 columns (and, with ``paper``, its Table 3 figures)."""
+    lines = ["Table 3: samples, speedup, search efficiency", ""] + _table(rows, TABLE3)
+    lines += ["", "Table 4: distinct strategies on the best trajectory", ""] + _table(rows, TABLE4)
+    if paper:
+        lines += ["", "Paper, Table 3 (Qwen3-32B fine-tuned, 100 programs, H20-3e)", "",
+                  "| method | avg #samples | max #samples | avg speedup | median speedup | max speedup | search "
+                  "efficiency |", "|---|---|---|---|---|---|---|"]
+        lines += ["| " + " | ".join(_cell(v) if not isinstance(v, int) else str(v) for v in row) + " |"
+                  for row in PAPER_TABLE3]
+    return "\n".join(lines)
+
+
 def markdown(rows: list[dict]) -> str:
     def f(v):
         return f"{v:.2f}" if isinstance(v, float) else str(v)
@@ -64,7 +105,9 @@ def _main(argv) -> int:
     from engine.leir.diagnostics import LeirError
     ap = argparse.ArgumentParser(prog="python -m search.report", description=__doc__.split("\n\n")[0])
     ap.add_argument("directory")
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json", action="store_true", help="every metric as JSON")
+    ap.add_argument("--full", action="store_true", help="every metric in one table (the field names of --json)")
+    ap.add_argument("--paper", action="store_true", help="the paper's Table 3 below, for comparison")
     a = ap.parse_args(argv)
     if not Path(a.directory).is_dir():
         raise LeirError("not a directory", file=a.directory)
@@ -72,7 +115,7 @@ def _main(argv) -> int:
     if not records:
         raise LeirError("no complete search trajectories here", file=a.directory)
     rows = summarize(records)
-    print(json.dumps(rows, indent=1) if a.json else markdown(rows))
+    print(json.dumps(rows, indent=1) if a.json else markdown(rows) if a.full else tables(rows, a.paper))
     return 0
 
 

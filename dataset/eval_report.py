@@ -1,0 +1,99 @@
+"""An evaluation's results as a markdown report and a figure (the pass ladder next to the
+paper's Table 2, and the paper's Figure 5: the categories and strategies the model chose)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .eval_metrics import LADDER, PAPER_TABLE2
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _ladder_table(rows: dict, k: int, head: str) -> list[str]:
+    cols = ["prompts", "attempts", *LADDER, "pass@1"] + ([f"pass@{k}"] if k > 1 else [])
+    out = [f"| {head} | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for name, r in rows.items():
+        cells = [str(r[c]) if c in ("prompts", "attempts") else _pct(r.get(c)) for c in cols]
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    return out
+
+
+def markdown(results: dict) -> str:
+    job = results["job"]
+    lines = [f"# Evaluation of {job['model']}", "",
+             f"Dataset `{job['dataset']}`, split `{job['split']}`, {job['attempts']} attempt(s) per prompt at "
+             f"temperature {job['temperature']}, verified in {job['trials']} trials ({job['tolerance']}) on "
+             f"{job['target']}.", ""]
+    s, k = results.get("single"), job["attempts"]
+    if s:
+        lines += ["## Single-step prompts (paper Table 2)", ""]
+        lines += _ladder_table({"all": s["overall"]}, k, "")
+        lines += ["", "Paper, one attempt at temperature 0 (2248 held-out prompts): "
+                  + "; ".join(f"{m} {v['diff']}/{v['build']}/{v['exec']}/{v['equal']}%" for m, v in PAPER_TABLE2.items())
+                  + " (Diff/Build/Exec/Equal).", "", "### By strategy category", ""]
+        lines += _ladder_table(s["by_category"], k, "category")
+        lines += ["", "### By difficulty bucket", ""]
+        lines += _ladder_table(s["by_bucket"], k, "bucket")
+        lines += ["", "### Answer statuses", "", "| status | attempts |", "|---|---|"]
+        lines += [f"| {st} | {n} |" for st, n in s["statuses"].items()]
+        d = s["strategies"]
+        lines += ["", "### Strategies chosen (paper Figure 5)", "",
+                  "| category | claimed by the model | reached by one rule step | asked (prompts) |", "|---|---|---|---|"]
+        cats = sorted(set(d["claimed_categories"]["counts"]) | set(d["reached_categories"]["counts"])
+                      | set(d["prompt_categories"]["counts"]))
+        for c in cats:
+            lines.append(f"| {c} | {d['claimed_categories']['counts'].get(c, 0)} | "
+                         f"{d['reached_categories']['counts'].get(c, 0)} | {d['prompt_categories']['counts'].get(c, 0)} |")
+        lines += ["", f"Distinct strategies claimed: {d['claimed']['distinct']}; reached: {d['reached']['distinct']} "
+                  "(the paper's models used 29 to 31)."]
+    m = results.get("menu")
+    if m:
+        lines += ["", "## Menu prompts", "", "| prompts | valid answers | agreement with the fastest | "
+                  "agreement with the label | mean regret (best / chosen) | choices without a speedup |",
+                  "|---|---|---|---|---|---|",
+                  f"| {m['prompts']} | {_pct(m['valid_rate'])} | {_pct(m['agreement'])} | {_pct(m['label_agreement'])} | "
+                  f"{'-' if m['mean_regret'] is None else format(m['mean_regret'], '.3f')} | {m['unmeasured_choices']} |"]
+    if results.get("unfinished"):
+        lines += ["", f"**{results['unfinished']} prompt(s) got no answer (llm error) and are not counted; run the "
+                  "same command again to ask them again.**"]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, path: Path) -> bool:
+    """One PNG: the pass ladder (with the paper's Qwen3-8B for reference) and the category mix
+    of the strategies chosen. False when there is nothing to draw."""
+    s = results.get("single")
+    if not s or not s["overall"]["attempts"]:
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    xs = range(len(LADDER))
+    ours = [100 * (s["overall"][r] or 0) for r in LADDER]
+    paper = [PAPER_TABLE2["Qwen3-8B"][r] for r in LADDER]
+    ax1.bar([x - 0.2 for x in xs], ours, 0.4, label=results["job"]["model"][:30])
+    ax1.bar([x + 0.2 for x in xs], paper, 0.4, label="paper, Qwen3-8B", color="#bbbbbb")
+    ax1.set_xticks(list(xs), [r.capitalize() for r in LADDER])
+    ax1.set_ylabel("% of attempts")
+    ax1.set_ylim(0, 125)
+    ax1.set_title("Single-step pass ladder")
+    ax1.legend(fontsize=8, loc="upper center", ncol=2)
+    d = s["strategies"]
+    cats = sorted(set(d["claimed_categories"]["counts"]) | set(d["reached_categories"]["counts"])
+                  | set(d["prompt_categories"]["counts"]))
+    for j, (key, label) in enumerate((("claimed_categories", "claimed"), ("reached_categories", "reached by a rule"),
+                                      ("prompt_categories", "asked"))):
+        shares = d[key]["shares"]
+        ax2.bar([i + (j - 1) * 0.27 for i in range(len(cats))], [100 * shares.get(c, 0) for c in cats], 0.27,
+                label=label)
+    ax2.set_xticks(range(len(cats)), cats, fontsize=8)
+    ax2.set_ylabel("% of strategy uses")
+    ax2.set_title("Strategy categories chosen (Figure 5)")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return True

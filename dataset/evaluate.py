@@ -1,0 +1,262 @@
+"""``python -m dataset.evaluate DATASET --endpoint URL --model NAME``: the paper's single-step
+evaluation of a served model on a generated dataset (its test split by default).
+
+Each prompt is sent to an OpenAI-compatible endpoint from ``--concurrency`` threads (a batching
+server answers them together); the answers are judged in this thread, in the dataset's order
+(``dataset.eval_judge``: parsed, never executed; checked against the known tensors; built, run
+and compared in 3 trials), and each prompt's judged result is committed to a journal, once,
+atomically. Killed at any moment (``kill -9``) and run again, the job asks only the prompts
+not yet journalled and ends with the same results as an uninterrupted run. Results:
+``OUT/results.json``, ``OUT/results.md`` and ``OUT/results.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from engine.leir.diagnostics import LeirError
+
+FORMAT = "leir-model-evaluation"
+SYSTEM_PROMPT = "You are a helpful assistant."        # the training system prompt (spec dataset.md 7)
+EPILOG = """examples:
+  python -m dataset.evaluate out/examples --endpoint http://localhost:8000/v1 --model Qwen/Qwen3-8B
+  python -m dataset.evaluate out/examples --endpoint http://localhost:8080/v1 --model smollm2 --attempts 4 --concurrency 8
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m dataset.evaluate", epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 description="Evaluate a served model on a generated dataset: single-step pass "
+                                             "ladder (Diff/Build/Exec/Equal), pass@k, strategies chosen; menu "
+                                             "prompts: valid answers, agreement with the fastest step, regret.")
+    ap.add_argument("dataset", help="a folder made by python -m dataset.generate")
+    ap.add_argument("--endpoint", required=True, help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1")
+    ap.add_argument("--model", required=True, help="model name as the server knows it")
+    ap.add_argument("-o", "--output", help="results folder (default DATASET/eval-MODEL; resumable)")
+    ap.add_argument("--split", default="test", help="test (default), train or all")
+    ap.add_argument("--attempts", type=int, default=1, help="answers per single-step prompt: pass@1 and pass@k "
+                                                            "(default 1, as the paper's Table 2)")
+    ap.add_argument("--concurrency", type=int, default=4, help="requests in flight (default 4)")
+    ap.add_argument("--limit", type=int, help="only the first N prompts (in dataset order)")
+    g = ap.add_argument_group("model")
+    g.add_argument("--temperature", type=float, help="default 0 with one attempt (the paper), 0.7 with more")
+    g.add_argument("--max-tokens", type=int, default=4096)
+    g.add_argument("--seed", type=int, default=0, help="sampling seed sent with every request (default 0)")
+    g.add_argument("--system-prompt", default=SYSTEM_PROMPT,
+                   help=f"for rows without one (default: the training prompt, {SYSTEM_PROMPT!r})")
+    g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    g.add_argument("--llm-timeout", type=float, default=300.0, help="seconds per request (default 300)")
+    g.add_argument("--retries", type=int, default=4, help="retries on 429/5xx/timeouts (default 4)")
+    v = ap.add_argument_group("verification")
+    v.add_argument("--trials", type=int, default=3, help="seeded trials per answer (default 3)")
+    v.add_argument("--target", choices=("llvm", "cuda"), default="llvm")
+    v.add_argument("--tolerance", choices=("strict", "exact"), default="strict",
+                   help="strict: the dtype-aware bound (default); exact: bitwise, as the prompt asks")
+    v.add_argument("--timeout", type=float, default=300.0, help="seconds per build/run (default 300)")
+    o = ap.add_argument_group("output")
+    o.add_argument("--no-plot", action="store_true", help="do not draw OUT/results.png")
+    o.add_argument("--json", action="store_true", help="print results.json's metrics on stdout")
+    o.add_argument("--restart", action="store_true", help="discard the journal of an earlier run in OUT")
+    # (--rules DIR, shared by every command, is added here by the shared argparse helper)
+    return ap
+
+
+def check_endpoint(url: str) -> None:
+    from urllib.parse import urlparse
+    u = urlparse(url)
+    if u.scheme not in ("http", "https") or not u.netloc:
+        raise LeirError(f"--endpoint '{url}' is not an http(s) URL (expected e.g. http://localhost:8000/v1)")
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text).strip("-") or "model"
+
+
+def task_id(item: dict) -> str:
+    text = json.dumps([item["kind"], item["id"], item["messages"]], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def request_seed(seed: int, item: dict, round_: int) -> int:
+    return int(hashlib.sha256(f"{seed}:{item['kind']}:{item['id']}:{round_}".encode()).hexdigest()[:8], 16) >> 1
+
+
+def options_of(a) -> dict:
+    temperature = a.temperature if a.temperature is not None else (0.0 if a.attempts == 1 else 0.7)
+    return {"model": a.model, "split": a.split, "attempts": a.attempts, "temperature": temperature,
+            "max_tokens": a.max_tokens, "seed": a.seed, "system_prompt": a.system_prompt, "trials": a.trials,
+            "target": a.target, "tolerance": a.tolerance}
+
+
+def ask(client, item: dict, opts: dict) -> dict:
+    """The answers to one prompt: ``attempts`` for a single prompt, one for a menu; answers a
+    server did not return (one ignoring ``n``) are asked for again, up to ``attempts`` rounds."""
+    want = opts["attempts"] if item["kind"] == "single" else 1
+    texts, usage, error = [], {"prompt_tokens": 0, "completion_tokens": 0}, None
+    for round_ in range(want):
+        res = client.chat(item["messages"], n=want - len(texts), temperature=opts["temperature"],
+                          max_tokens=opts["max_tokens"], seed=request_seed(opts["seed"], item, round_))
+        if res.error is not None:
+            error = res.error
+            break
+        texts += list(res.texts)[:want - len(texts)]
+        for k in usage:
+            usage[k] += int((res.usage or {}).get(k) or 0)
+        if len(texts) >= want:
+            break
+    if len(texts) < want and error is None:
+        error = {"type": "missing answers", "status": None, "message": f"{len(texts)} of {want} answers came back"}
+    return {"texts": texts, "usage": usage, "error": error}
+
+
+def judge(item: dict, answers: dict, single_judge) -> dict:
+    from engine.leir.files import program_from_json
+
+    from .eval_judge import judge_menu
+    base = {"kind": item["kind"], "id": item["id"], "usage": answers["usage"]}
+    if item["kind"] == "menu":
+        return base | judge_menu(answers["texts"][0], item)
+    original = program_from_json(item["program"])
+    return base | {"strategy": item["strategy"], "category": item["category"], "bucket": item["bucket"],
+                   "attempts": [single_judge.judge(t, original) for t in answers["texts"]]}
+
+
+def summarize(job: dict, results: list[dict], unfinished: int) -> dict:
+    from .eval_metrics import menu_metrics, single_metrics
+    single = [r for r in results if r["kind"] == "single"]
+    menu = [r for r in results if r["kind"] == "menu"]
+    tokens = {k: sum(r["usage"].get(k, 0) for r in results) for k in ("prompt_tokens", "completion_tokens")}
+    return {"format": FORMAT, "version": 1, "job": job,
+            "single": single_metrics(single, job["attempts"]) if single else None,
+            "menu": menu_metrics(menu) if menu else None,
+            "tokens": tokens | {"prompt_tokens_per_prompt": round(tokens["prompt_tokens"] / len(results), 1)
+                                if results else None},
+            "unfinished": unfinished, "prompts": results}
+
+
+def main(argv=None) -> int:
+    from engine.leir.cli import run_cli
+    return run_cli(_main, argv)
+
+
+def _main(argv) -> int:
+    a = parser().parse_args(argv)
+    check_endpoint(a.endpoint)
+    for name, val in (("--attempts", a.attempts), ("--concurrency", a.concurrency), ("--trials", a.trials),
+                      ("--max-tokens", a.max_tokens), ("--limit", a.limit if a.limit is not None else 1)):
+        if val < 1:
+            raise LeirError(f"{name} must be at least 1, got {val}")
+    if a.retries < 0 or a.timeout <= 0 or a.llm_timeout <= 0:
+        raise LeirError("--retries must be at least 0 and timeouts positive")
+    from .eval_items import load_items
+    items = load_items(a.dataset, a.split, a.system_prompt)
+    if a.limit is not None:
+        items = items[:a.limit]
+    if not items:
+        raise LeirError(f"no prompts in split '{a.split}' of this dataset", file=a.dataset)
+    return run(a, items)
+
+
+def run(a, items: list[dict]) -> int:
+    from engine.leir.files import write_atomic
+    from search.client import ChatClient
+
+    from .eval_report import markdown, plot
+    from .journal import Journal
+    from .progress import Progress
+    out = Path(a.output) if a.output else Path(a.dataset) / f"eval-{_slug(a.model)}"
+    out.mkdir(parents=True, exist_ok=True)
+    opts = options_of(a)
+    journal = Journal(out)
+    journal.open(opts, restart=a.restart)
+    journal.clean_partial()
+    ids = [task_id(it) for it in items]
+    pending = [(tid, it) for tid, it in zip(ids, items) if not journal.done(tid)]
+    client = ChatClient(a.endpoint, a.model, api_key_env=a.api_key_env, timeout=a.llm_timeout, retries=a.retries,
+                        seed=a.seed)
+    single_judge, verifier = None, None
+    if any(it["kind"] == "single" for _, it in pending):
+        from lowering import Verifier
+
+        from .eval_judge import SingleJudge
+        verifier = Verifier(target=a.target, trials=a.trials, timeout=a.timeout, seed=a.seed,
+                            log=str(journal.root / "workers.log"))
+        single_judge = SingleJudge(verifier, a.tolerance)
+    bar = Progress(total=len(items), done=len(items) - len(pending), unit="prompt", desc="evaluate")
+    unfinished, answered = 0, False
+    try:
+        with ThreadPoolExecutor(a.concurrency) as pool:
+            todo, window = iter(pending), deque()
+
+            def feed():
+                while len(window) < 2 * a.concurrency:
+                    nxt = next(todo, None)
+                    if nxt is None:
+                        return
+                    window.append((nxt, pool.submit(ask, client, nxt[1], opts)))
+            feed()
+            while window:
+                (tid, item), fut = window.popleft()
+                answers = fut.result()
+                if answers["error"] is not None:
+                    err = answers["error"]
+                    if not answered and err["type"] == "APIConnectionError":
+                        for _, f in window:
+                            f.cancel()
+                        raise LeirError(f"cannot reach the endpoint {a.endpoint}: {err['message'][:120]} "
+                                        "(is the server running?)")
+                    unfinished += 1
+                    print(f"{item['kind']} prompt {item['id']}: no answer ({err['type']}: {err['message'][:160]})",
+                          file=sys.stderr)
+                else:
+                    answered = True
+                    journal.commit(tid, judge(item, answers, single_judge))
+                bar.advance(unanswered=unfinished)
+                feed()
+    finally:
+        bar.close()
+        if verifier is not None:
+            verifier.close()
+    job = {"dataset": Path(a.dataset).resolve().name, **opts,
+           "prompts": len(items), "limit": a.limit}
+    results = [journal.load(tid) for tid in ids if journal.done(tid)]
+    summary = summarize(job, results, unfinished)
+    write_atomic(out / "results.json", json.dumps(summary, indent=1) + "\n")
+    write_atomic(out / "results.md", markdown(summary))
+    if not a.no_plot:
+        tmp = out / ".results.png.tmp.png"
+        if plot(summary, tmp):
+            tmp.replace(out / "results.png")
+    if a.json:
+        print(json.dumps({k: summary[k] for k in ("single", "menu", "tokens", "unfinished")}, indent=1))
+    else:
+        print(_headline(summary, out))
+    if unfinished:
+        print(f"{unfinished} prompt(s) got no answer; run the same command again to ask them again", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _headline(summary: dict, out: Path) -> str:
+    parts = []
+    s, m = summary["single"], summary["menu"]
+    if s:
+        o = s["overall"]
+        k = summary["job"]["attempts"]
+        parts.append(f"{o['prompts']} single prompts: diff {o['diff']:.1%} build {o['build']:.1%} exec "
+                     f"{o['exec']:.1%} equal {o['equal']:.1%}, pass@1 {o['pass@1']:.1%}"
+                     + (f" pass@{k} {o[f'pass@{k}']:.1%}" if k > 1 else ""))
+    if m:
+        parts.append(f"{m['prompts']} menu prompts: valid {m['valid_rate']:.1%} agreement {m['agreement']:.1%} "
+                     f"regret {m['mean_regret'] if m['mean_regret'] is not None else '-'}")
+    return "; ".join(parts) + f" -> {out}/results.md"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

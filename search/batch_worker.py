@@ -1,0 +1,78 @@
+"""One run of a batch (``search.batch``): ``python -m search.batch_worker FD`` answers
+``("run", None, spec)`` in a local worker process, ``run_remote(None, spec)`` in a Ray task.
+
+A run writes its trajectory to ``spec["out"]`` atomically after every sample (so a killed
+batch resumes it from there) and returns the final record, which the driver writes again,
+whole; running a task twice gives the same file. Rule engines and Verifiers (TVM worker
+processes) are kept across the runs of a worker, one per strategy set and one per verification
+setting (target, trials, timeout, seed, repeats, workers), so a run verifies exactly as a
+``python -m search`` of the same options would.
+"""
+from __future__ import annotations
+
+import sys
+
+_ENGINES: dict = {}
+_VERIFIERS: dict = {}
+
+
+def _engine(strategies):
+    from engine import Engine
+    key = repr(strategies)
+    if key not in _ENGINES:
+        _ENGINES[key] = Engine(strategies=strategies)
+    return _ENGINES[key]
+
+
+def _verifier(o):
+    """The Verifier a search of options ``o`` would make for itself (``search.evaluate``)."""
+    from lowering import Verifier
+    key = (o.target, o.trials, o.timeout, o.seed, o.repeat, o.workers)
+    if key not in _VERIFIERS:
+        _VERIFIERS[key] = Verifier(target=o.target, trials=o.trials, timeout=o.timeout, seed=o.seed,
+                                   workers=o.workers, warmup=3, number=1, repeat=o.repeat)
+    return _VERIFIERS[key]
+
+
+def run_task(spec: dict) -> dict:
+    """``{"status": "ok", "record": trajectory}`` or ``{"status": "error", "message": ...}``
+    for a run that cannot be made (an original that does not build on the target, ...)."""
+    from engine.leir.diagnostics import LeirError
+    from engine.leir.files import program_from_json
+
+    from .options import SearchOptions
+    from .run import run_search
+    try:
+        program = program_from_json(spec["program"])
+        opts = SearchOptions.from_json(spec["options"]).validate()
+        traj = run_search(program, opts, engine=_engine(opts.strategies), out=spec.get("out"),
+                          progress=lambda msg: None, resume=spec.get("resume"), verifier=_verifier(opts))
+    except LeirError as e:
+        return {"status": "error", "message": e.format()}
+    return {"status": "ok", "record": traj.record}
+
+
+def run_remote(options, spec: dict) -> dict:
+    return run_task(spec)
+
+
+def main(argv: list[str]) -> None:
+    from dataset.worker import _die_with_parent
+    from engine.leir.procs import serve
+    _die_with_parent()
+
+    def handle(request):
+        kind, _options, spec = request
+        if kind != "run":
+            return ("error", f"unknown request {kind!r}")
+        return ("ok", run_task(spec))
+
+    try:
+        serve(handle, argv[:1])
+    finally:
+        for v in _VERIFIERS.values():
+            v.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,207 @@
+"""``python -m dataset.evaluate`` against a scripted OpenAI-compatible server, on a small dataset
+folder built here from real enumerated steps of a tiny softmax: every metric on known answers
+(correct, wrong, invalid LEIR, a changed known tensor, prose, the original echoed back; menu
+answers: the fastest, a slower one, a step that failed verification, a number off the menu,
+prose) with exact expected numbers; a server ignoring ``n``; kill -9 then resume; user errors."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_search_llm import TINY, FakeLLM, tiny_program
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = re.compile(r"(?:IR of|menu of) (\w+)")
+WRONG = TINY.replace("C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/", "C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a})/")
+BROKEN = TINY[:-3]                                                     # an unclosed statement
+RESHAPED = TINY.replace("C^{f32,g}_{tx,a}=", "C^{f32,g}_{tx}=")        # writes the output C with another shape
+MENU_SPEEDUPS = [(1.0, "equal"), (2.0, "equal"), (4.0, "equal"), (None, "not equal")]
+
+
+def free(ir, strategy="loop_split"):
+    return "<think>...</think><answer>" + json.dumps({"transformed_IR": ir, "applied_strategy": strategy}) + "</answer>"
+
+
+@pytest.fixture(scope="module")
+def steps():
+    from engine import Engine
+    engine = Engine(strategies=["loop_split", "loop_reorder", "cache_read_write"])
+    by = {}
+    for s in engine.enumerate(tiny_program()):
+        by.setdefault(s.strategy, s)
+    return by
+
+
+def make_dataset(folder: Path, steps, single_names, menu_names) -> Path:
+    """rows.jsonl + single.jsonl (the generator's formats) and menu.jsonl (docs/dataset.md)."""
+    from dataset import prompts
+    folder.mkdir(parents=True, exist_ok=True)
+    base = tiny_program()
+    order = ["loop_split", "loop_reorder", "cache_read_write"]
+    rows, chats, menus = [], [], []
+    for i, name in enumerate(single_names):
+        st = steps[order[i % len(order)]]
+        prog = base.to_json() | {"name": name}
+        rid = f"r{i}"
+        rows.append({"id": rid, "program": prog, "transformed": st.leir,
+                     "step": {"strategy": st.strategy, "category": st.category},
+                     "difficulty": {"bucket": "medium" if st.strategy == "loop_reorder" else "difficult"}})
+        chats.append({"id": rid, "messages": prompts.messages(prompts.single_prompt(prog), "<answer/>"),
+                      "split": "test" if i < len(single_names) else "train"})
+    chats.append({"id": "train0", "messages": prompts.messages("Give the following IR of train0: ...", "x"),
+                  "split": "train"})
+    rows.append(dict(rows[0], id="train0"))
+    shown = [steps[s] for s in order] + [steps["loop_split"]]
+    for j, name in enumerate(menu_names):
+        menu = [{"number": k + 1, "key": st.key, "strategy": st.strategy, "speedup": sp, "verdict": verdict}
+                for k, (st, (sp, verdict)) in enumerate(zip(shown, MENU_SPEEDUPS))]
+        text = f"Choose the fastest step of the menu of {name}:\n" + "\n".join(
+            f"{e['number']}. {e['strategy']} ({e['key']})" for e in menu)
+        menus.append({"id": f"m{j}", "split": "test", "program": base.to_json() | {"name": name},
+                      "messages": [{"role": "system", "content": "You are a helpful IR optimization assistant."},
+                                   {"role": "user", "content": text}, {"role": "assistant", "content": "3"}],
+                      "menu": menu, "answer": 3})
+    (folder / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "single.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chats))
+    if menus:
+        (folder / "menu.jsonl").write_text("".join(json.dumps(r) + "\n" for r in menus))
+    return folder
+
+
+def scripted(answers: dict, honour_n=True, delay=0.0):
+    """A server answering by the program name in the prompt: ``answers[name]`` is a list of
+    texts handed out in order (a server ignoring ``n`` returns one per request)."""
+    used = {}
+
+    def respond(body):
+        name = NAME.search(body["messages"][-1]["content"]).group(1)
+        if delay:
+            time.sleep(delay)
+        seq = answers[name]
+        n = body.get("n", 1) if honour_n else 1
+        k = used.get(name, 0)
+        used[name] = k + n
+        return ("texts", [seq[(k + i) % len(seq)] for i in range(n)])
+    return respond
+
+
+def evaluate(*args):
+    from dataset.evaluate import main
+    return main([str(a) for a in args])
+
+
+def test_single_and_menu_metrics_on_known_answers(steps, tmp_path, capsys):
+    names = ["good", "wrong", "broken", "reshaped", "prose", "echo"]
+    ds = make_dataset(tmp_path / "ds", steps, names, ["fast", "slow", "failed", "offmenu", "chatty"])
+    answers = {"good": [free(steps["loop_split"].leir, "Loop Split")], "wrong": [free(WRONG)],
+               "broken": [free(BROKEN)], "reshaped": [free(RESHAPED, "loop_reorder")],
+               "prose": ["I would split the loop."], "echo": [free(TINY)],
+               "fast": ["3"], "slow": ['{"choices": [1]}'], "failed": ["4"], "offmenu": ["9"],
+               "chatty": ["the third one"]}
+    with FakeLLM(responder=scripted(answers)) as srv:
+        rc = evaluate(ds, "--endpoint", srv.url, "--model", "fake", "-o", tmp_path / "ev", "--concurrency", "3")
+    assert rc == 0
+    res = json.loads((tmp_path / "ev" / "results.json").read_text())
+    o = res["single"]["overall"]
+    assert (o["prompts"], o["attempts"]) == (6, 6)          # the train row is not asked
+    assert (o["diff"], o["build"], o["exec"], o["equal"]) == (0.666667, 0.333333, 0.333333, 0.166667)
+    assert o["pass@1"] == 0.166667
+    by = {p["id"]: p["attempts"][0] for p in res["prompts"] if p["kind"] == "single"}
+    assert [by[f"r{i}"]["status"] for i in range(6)] == ["equal", "not equal", "invalid program", "invalid program",
+                                                         "parse failed", "same as original"]
+    # the engine names the good answer's step; the claim "Loop Split" is read as loop_split
+    assert by["r0"]["reached"]["strategy"] == "loop_split" and by["r0"]["claimed"] == [["loop_split", "operator"]]
+    assert by["r1"]["reached"] is None
+    cat = res["single"]["by_category"]     # r0, r3 loop_split (operator), r1, r4 loop_reorder, r2, r5 cache
+    assert cat["operator"]["prompts"] == 4 and cat["operator"]["equal"] == 0.25
+    assert cat["memory"] == {"prompts": 2, "attempts": 2, "diff": 0.5, "build": 0.0, "exec": 0.0, "equal": 0.0,
+                             "pass@1": 0.0}
+    assert res["single"]["by_bucket"]["medium"]["prompts"] == 2
+    d = res["single"]["strategies"]
+    assert d["claimed"]["counts"] == {"loop_split": 4, "loop_reorder": 1}
+    assert d["reached"]["counts"] == {"loop_split": 1}
+    assert d["claimed_categories"]["counts"] == {"operator": 5}
+    m = res["menu"]
+    assert m == {"prompts": 5, "valid": 3, "valid_rate": 0.6, "agreement": 0.2, "agreement_of_valid": 0.333333,
+                 "label_agreement": 0.2, "mean_regret": 2.5, "regret_answers": 2, "unmeasured_choices": 1,
+                 "statuses": {"not on menu": 1, "ok": 3, "parse failed": 1}}
+    md = (tmp_path / "ev" / "results.md").read_text()
+    assert "| all | 6 | 6 | 66.7% | 33.3% | 33.3% | 16.7% | 16.7% |" in md and "Menu prompts" in md
+    assert (tmp_path / "ev" / "results.png").read_bytes()[:4] == b"\x89PNG"
+    assert str(tmp_path) not in (tmp_path / "ev" / "results.json").read_text()
+    assert "6 single prompts" in capsys.readouterr().out
+
+
+def test_pass_at_k_with_a_server_ignoring_n(steps, tmp_path):
+    from dataset.eval_metrics import pass_at_k
+    assert pass_at_k(2, 1, 1) == 0.5 and pass_at_k(2, 1, 2) == 1.0 and pass_at_k(4, 1, 2) == 0.5
+    ds = make_dataset(tmp_path / "ds", steps, ["half", "none"], [])
+    answers = {"half": [free(steps["loop_split"].leir), free(WRONG)], "none": [free(WRONG), "prose"]}
+    with FakeLLM(responder=scripted(answers, honour_n=False)) as srv:
+        assert evaluate(ds, "--endpoint", srv.url, "--model", "fake", "-o", tmp_path / "ev", "--attempts", 2,
+                        "--no-plot", "--concurrency", 1) == 0
+        asked = [r["body"]["n"] for r in srv.requests]
+    assert asked == [2, 1, 2, 1]                     # one answer came back: the missing one is asked again
+    res = json.loads((tmp_path / "ev" / "results.json").read_text())
+    o = res["single"]["overall"]
+    assert (o["attempts"], o["pass@1"], o["pass@2"], o["diff"]) == (4, 0.25, 0.5, 0.75)
+    assert res["job"]["temperature"] == 0.7
+
+
+def _cli(*args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "dataset.evaluate", *map(str, args)], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_kill_9_then_resume_gives_the_uninterrupted_results(steps, tmp_path):
+    names = [f"m{i}" for i in range(8)]
+    ds = make_dataset(tmp_path / "ds", steps, ["good", "wrong"], names)
+    answers = {"good": [free(steps["loop_split"].leir)], "wrong": [free(WRONG)]}
+    answers |= {n: [str(1 + i % 4)] for i, n in enumerate(names)}
+    with FakeLLM(responder=scripted(answers)) as srv:
+        assert evaluate(ds, "--endpoint", srv.url, "--model", "fake", "-o", tmp_path / "full", "--no-plot") == 0
+    with FakeLLM(responder=scripted(answers, delay=0.3)) as srv:
+        p = _cli(ds, "--endpoint", srv.url, "--model", "fake", "-o", tmp_path / "cut", "--concurrency", 1,
+                 "--no-plot")
+        tasks = tmp_path / "cut" / ".journal" / "tasks"
+        deadline = time.time() + 240
+        while time.time() < deadline and len(list(tasks.glob("*.json")) if tasks.exists() else []) < 4:
+            time.sleep(0.05)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        done_before = len(list(tasks.glob("*.json")))
+        assert 4 <= done_before < 10
+        asked_before = len(srv.requests)
+        q = _cli(ds, "--endpoint", srv.url, "--model", "fake", "-o", tmp_path / "cut", "--no-plot")
+        out, err = q.communicate(timeout=300)
+        assert q.returncode == 0, err
+        # the rerun asks only what was not journalled (a prompt in flight at the kill is asked again)
+        assert len(srv.requests) - asked_before == 10 - done_before
+    full = json.loads((tmp_path / "full" / "results.json").read_text())
+    cut = json.loads((tmp_path / "cut" / "results.json").read_text())
+    assert cut == full
+    assert (tmp_path / "full" / "results.md").read_text() == (tmp_path / "cut" / "results.md").read_text()
+
+
+def test_user_errors_exit_2_with_one_line(steps, tmp_path):
+    ds = make_dataset(tmp_path / "ds", steps, ["good"], [])
+
+    def run(*args):
+        r = subprocess.run([sys.executable, "-m", "dataset.evaluate", *map(str, args)], cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        return r.stderr
+    assert "no such dataset folder" in run(tmp_path / "nope", "--endpoint", "http://x/v1", "--model", "m")
+    assert "not an http(s) URL" in run(ds, "--endpoint", "localhost:8000", "--model", "m")
+    assert "unknown split 'dev'" in run(ds, "--endpoint", "http://x/v1", "--model", "m", "--split", "dev")
+    assert "cannot reach the endpoint" in run(ds, "--endpoint", "http://127.0.0.1:9/v1", "--model", "m",
+                                              "--retries", "0", "-o", tmp_path / "ev")
+    (tmp_path / "ds" / "menu.jsonl").write_text('{"id": "x", "split": "test"}\n')
+    assert "menu.jsonl:1:1: error: not a menu row" in run(ds, "--endpoint", "http://x/v1", "--model", "m")
