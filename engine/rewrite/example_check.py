@@ -42,6 +42,7 @@ class ExampleChecker:
         from engine.rewrite.engine import Engine
         self.engine = Engine(rules)
         self._verifier = verifier
+        self._own = verifier is None              # close only a Verifier this checker made
 
     @property
     def verifier(self):
@@ -51,7 +52,7 @@ class ExampleChecker:
         return self._verifier
 
     def close(self) -> None:
-        if self._verifier is not None:
+        if self._own and self._verifier is not None:
             self._verifier.close()
 
     def examples(self) -> list[Example]:
