@@ -127,3 +127,47 @@ _BROKEN = """
       ((Step s (Nest ls (ICons (Eqn lhs (Bin "*" r (Num "2")) "") (INil))) "double_it" (PNil)))
       :ruleset step :name "double_it")
 """
+
+
+# ------------------------------------------------------------------ lint: examples without TVM
+
+def _lint_errors(tmp_path, text):
+    from engine.rewrite.lint import lint
+    from rulekit import rule_file_dir
+    return [line for line in lint(rule_file_dir(tmp_path, text)).lines() if ": error: " in line]
+
+
+@pytest.mark.parametrize("old,new,message,where", [
+    ("A^{f32,g}_{a};];\n;; @after", "A^{f32,g}_{a}+;];\n;; @after", "example of 'double_it': unexpected ';'", "12:46"),
+    ("*2;];", "* 2;];", "not canonical LEIR: expected '2;];' here", "14:46"),
+    (";;   input  A f32[4]\n;;   output C f32[4]\n", "", "needs 'input' / 'output' header lines", "9:1"),
+    (";;   input  A f32[4]\n", "", "'A' is not a known tensor", "11:32"),
+    (";; @after double_it", ";; @after double_that", "names rule 'double_that', which is not a rule", "13:1"),
+    (";; @after double_it", ";; @after double_it factor", "@after takes [RULE] [KEY=VALUE ...], got 'factor'", "13:"),
+    (";; @after double_it\n;;   L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a}*2;];\n", "",
+     "an @example needs at least one @after", "9:1"),
+    (";; @example\n", "", "@after without an @example", "12:1"),
+    ("output C f32[4]", "output C f32[5]", "'C' is declared with shape [5]", "12:18"),
+])
+def test_lint_locates_example_mistakes(tmp_path, old, new, message, where):
+    assert old in _BROKEN
+    errs = _lint_errors(tmp_path, _BROKEN.replace(old, new))
+    hits = [e for e in errs if message in e]
+    assert hits and hits[0].startswith(f"{tmp_path / 'x.egg'}:{where}"), errs
+
+
+def test_lint_requires_an_example(tmp_path):
+    start, end = _BROKEN.index(";; @example"), _BROKEN.index("(rule")
+    errs = _lint_errors(tmp_path, _BROKEN[:start] + _BROKEN[end:])
+    assert any(e.startswith(f"{tmp_path / 'x.egg'}:2:1:") and "has no @example" in e for e in errs), errs
+
+
+def test_cli_runs_the_examples(tmp_path, capsys):
+    """``python -m engine.lint --examples DIR``: a failing example is a located error, exit 2."""
+    from engine.lint import run_examples
+    from rulekit import rule_file_dir
+    d = rule_file_dir(tmp_path, _BROKEN)
+    assert run_examples(str(d)) == 2
+    err = capsys.readouterr().err
+    assert "x.egg:13:1: error: example of 'double_it': the neighbour does not verify" in err
+    assert "1 example(s): 0 passed, 1 failed" in err

@@ -88,8 +88,7 @@ class ExampleChecker:
         verdict = self.verifier.verify(before, replayed, tolerance)
         if not verdict.equal:
             return (f"the neighbour does not verify on llvm at tolerance '{tolerance}': {verdict.reason}"
-                    f"{': ' + verdict.message if verdict.message else ''} (max abs error {verdict.max_abs_err})"
-                    ), ex.after_line
+                    f"{': ' + verdict.message if verdict.message else ''}"), ex.after_line
         return None, ex.after_line
 
 
