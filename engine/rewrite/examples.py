@@ -152,12 +152,10 @@ def _canonical(snip: Snippet, prog, file: str) -> list[LeirError]:
             return [LeirError(f"not canonical LEIR: write one top-level statement per line ({len(want)} lines)",
                               no, 1, file)]
         no, col, text = got[i]
-        t = text.strip()
-        if t != w:
-            k = next((j for j, (a, b) in enumerate(zip(t, w)) if a != b), min(len(t), len(w)))
-            lead = len(text) - len(text.lstrip())
+        if text != w:
+            k = next((j for j, (a, b) in enumerate(zip(text, w)) if a != b), min(len(text), len(w)))
             return [LeirError(f"not canonical LEIR: expected {w[k:k + 30]!r} here (the printer's form)",
-                              no, col + lead + k, file)]
+                              no, col + k, file)]
     if len(got) > len(want):
         return [LeirError("not canonical LEIR: write one top-level statement per line", got[len(want)][0], 1, file)]
     return []
@@ -226,7 +224,7 @@ def read_examples(text: str, file: str, blocks) -> list[tuple[int, int, str]]:
                     continue
                 rule, params, bad = _after_args(value)
                 if bad:
-                    problems.append((no, len(m.group(1)) + 1 + raw[len(m.group(1)):].find(bad), 
+                    problems.append((no, raw.find(bad, len(m.group(1))) + 1,
                                      f"@after takes [RULE] [KEY=VALUE ...], got {bad!r}"))
                 lines: list = []
                 cur.afters.append((no, rule, params, lines))
@@ -244,9 +242,7 @@ def read_examples(text: str, file: str, blocks) -> list[tuple[int, int, str]]:
             lead = len(body) - len(body.lstrip())
             target.append((no, len(c.group(1)) + lead + 1, body.strip()))
     close()
-    if problems:
-        return problems
-    return []
+    return problems
 
 
 def _after_args(value: str) -> tuple[str | None, list, str]:

@@ -12,7 +12,9 @@ strategy's rules, up to the next header or the end of the file::
     ;; @description divides one loop of a nest into two nested loops
     (rule (...) ((Step lhs rhs "loop_split" params)) :ruleset step :name "loop_split")
 
-Required keys: ``strategy category difficulty K P S inverse exactness description``. Optional:
+Required keys: ``strategy category difficulty K P S inverse exactness description``. Examples
+(``@example`` / ``@after``, at least one per block, read into ``Strategy.examples``) are
+described in examples.py. Optional:
 
 * ``@range WHY``: some rules of the strategy are sound only while the values stay within a
   range that a 16-bit float (f16, bf16) leaves in ordinary use, and those rules are guarded to
