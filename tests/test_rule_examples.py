@@ -16,7 +16,7 @@ import pytest
 
 from engine.rewrite.example_check import ExampleChecker, format_outcome
 from engine.rewrite.examples import Example
-from engine.rewrite.rulebook import RULES_DIR, SPEC_STRATEGIES, load_rulebook
+from engine.rewrite.rulebook import RULES_DIR, load_rulebook
 
 
 def _folders() -> list[str | None]:
@@ -67,9 +67,9 @@ def test_example(checkers, folder, example: Example):
 def test_every_block_of_the_project_has_an_example():
     """The paper's 43 and dead_code_elimination each carry at least one example."""
     book = load_rulebook()
-    names = {s.name for s in book.strategies if s.examples}
-    assert set(SPEC_STRATEGIES) <= names
-    assert len([c for c in CASES if c.values[0] is None]) >= len(SPEC_STRATEGIES)
+    assert len(book.strategies) >= 44
+    assert [s.name for s in book.strategies if not s.examples] == []
+    assert {s.name for s in book.strategies} >= {"dead_code_elimination", "online_softmax", "loop_split"}
 
 
 # ------------------------------------------------------------------ the check can fail

@@ -1,7 +1,9 @@
 """Runs a strategy block's examples as tests: the BEFORE program is enumerated with the block's
 strategy, the AFTER program must be among the neighbours (modulo renaming), the step replays
 from its JSON record with ``Engine.apply``, and the result verifies on llvm against BEFORE at
-the block's exactness (bitwise: exactly; otherwise the strict tolerance).
+the block's exactness (bitwise: exactly; otherwise the strict tolerance). A step whose own
+parameters declare it bitwise (tensor_split's /spatial variants in a reassociating block) is
+held to that: exactly.
 
 Used by ``python -m engine.lint --examples`` and tests/test_rule_examples.py. TVM is imported
 only when the first example is verified (through ``lowering.Verifier``).
