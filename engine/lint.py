@@ -35,11 +35,12 @@ def main(argv=None) -> int:
     return run_examples(path) if examples else 0
 
 
-def run_examples(path) -> int:
-    """Check every example of the rules; one line per failure, then a summary. Exit 2 on a failure."""
+def run_examples(path, verifier=None) -> int:
+    """Check every example of the rules; one line per failure, then a summary. Exit 2 on a
+    failure. ``verifier``: a ``lowering.Verifier`` to share (default: one of its own)."""
     from engine.rewrite.example_check import ExampleChecker, format_outcome
     t0 = time.perf_counter()
-    checker = ExampleChecker(path)
+    checker = ExampleChecker(path, verifier=verifier)
     failed = 0
     try:
         exs = checker.examples()
