@@ -8,7 +8,7 @@ before the block's first form::
     ;;   output C f32[4, 8]
     ;;   L^{4}_{a=0}L^{8}_{b=0}[C^{f32,g}_{a,b}=A^{f32,g}_{a,b}*2;];
     ;; @after loop_split loop=b factor=2
-    ;;   L^{4}_{a=0}L^{4}_{b=0}L^{2}_{b.1=0}[...];
+    ;;   L^{4}_{a=0}L^{4}_{c=0}L^{2}_{b=0}[C^{f32,g}_{a,c*2+b}=A^{f32,g}_{a,c*2+b}*2;];
 
 ``@example [LABEL]`` opens a BEFORE program: a complete ``.leir`` program (``input`` /
 ``output`` header lines, then the body). Each ``@after [RULE] [KEY=VALUE ...]`` that follows
@@ -18,7 +18,8 @@ meant when several give programs of the same shape. A text runs over the ``;;`` 
 its directive up to the next ``@`` directive or the first line that is not a comment; one
 top-level statement per line, in canonical LEIR (as the engine prints it). Names of
 intermediates and loop variables that the rule creates may differ from the engine's: AFTER is
-compared modulo renaming (``engine.leir.canonical.renaming_key``).
+compared modulo renaming (``engine.leir.canonical.renaming_key``). Keep the programs tiny (a
+few hundred points): each example is built and run on llvm by the tests.
 
 Every ``(example, after)`` pair is one case: ``python -m engine.lint --examples`` and
 tests/test_rule_examples.py enumerate BEFORE with the block's strategy, find AFTER among the
