@@ -20,6 +20,13 @@ GOOD = """
 (rule ((= s (Nest ls body)) (LoopAt ls i l) (= l (Lp "L" v n)) (> n 1))
       ((Step s (Nest (LSet ls i (Lp "U" v n)) body) "loop_unrolling" (PNil)))
       :ruleset step :name "loop_unrolling")
+;; (the example after the rule keeps the line numbers the tests below name)
+;; @example
+;;   input  A f32[4]
+;;   output C f32[4]
+;;   L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a}*2;];
+;; @after
+;;   U^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a}*2;];
 """
 
 
@@ -82,6 +89,13 @@ PAIR = """
 ;; @inverse expand_powsimp
 ;; @exactness reassociating
 ;; @description combines powers
+;; @example
+;;   input  A f32[8]
+;;   input  D f32[8]
+;;   output C f32[8]
+;;   L^{8}_{a=0}[C^{f32,g}_{a}=exp(A^{f32,g}_{a})*exp(D^{f32,g}_{a});];
+;; @after powsimp/exp_product
+;;   L^{8}_{a=0}[C^{f32,g}_{a}=exp(A^{f32,g}_{a}+D^{f32,g}_{a});];
 ;; @strategy expand_powsimp
 ;; @category math
 ;; @difficulty easy
@@ -89,6 +103,13 @@ PAIR = """
 ;; @inverse powsimp
 ;; @exactness reassociating
 ;; @description splits powers
+;; @example
+;;   input  A f32[8]
+;;   input  D f32[8]
+;;   output C f32[8]
+;;   L^{8}_{a=0}[C^{f32,g}_{a}=exp(A^{f32,g}_{a}+D^{f32,g}_{a});];
+;; @after expand_powsimp/exp_sum
+;;   L^{8}_{a=0}[C^{f32,g}_{a}=exp(A^{f32,g}_{a})*exp(D^{f32,g}_{a});];
 (identity "powsimp/exp_product" "expand_powsimp/exp_sum"
           (Bin "*" (Call "exp" (ECons a (ENil))) (Call "exp" (ECons b (ENil))))
           (Call "exp" (ECons (Bin "+" a b) (ENil))))
@@ -135,4 +156,4 @@ def test_bad_identities_are_located(tmp_path, old, new, message):
 
 def test_identity_egglog_errors_point_at_the_identity(tmp_path):
     errs = errors(lint(rule_file_dir(tmp_path, PAIR.replace('(Bin "+" a b)', '(Bin "+" a)'))))
-    assert any("x.egg:16:" in e and "egglog" in e for e in errs), errs
+    assert any("x.egg:30:" in e and "egglog" in e for e in errs), errs

@@ -15,6 +15,8 @@ Checks, each reported as ``file:line:col: error: message``:
   ``step`` (an identity's rules: in their strategy's own ruleset), and the Step row the rule
   inserts names the rule itself;
 * unknown relations: every function a strategy rule uses is declared in some rule file;
+* examples: every block has at least one ``@example`` whose programs parse and are written in
+  canonical LEIR (examples.py; ``--examples`` also runs them, example_check.py);
 * unused guards: a pattern variable bound once and never used again (prefix it with ``_``
   to mark it deliberately unused). Analysis relations no rule uses are warnings.
 
@@ -176,6 +178,7 @@ def lint(path: str | Path | None = None) -> Report:
             rep.error(*ml("exactness"), f"@exactness must be one of {', '.join(EXACTNESS)}")
         if not s.rules:
             rep.error(*where, f"strategy '{s.name}' has no rules")
+        _check_examples(rep, s)
 
     # 3. identities, then rules: names, rulesets, Step names, unknown relations, unused variables
     strategies = book.by_name()
@@ -225,6 +228,20 @@ def lint(path: str | Path | None = None) -> Report:
                 if name not in STEP_RELATIONS and uses == 0:
                     rep.warning(schema, form.line, form.col, f"relation '{name}' is declared but no rule uses it")
     return rep
+
+
+def _check_examples(rep: Report, s) -> None:
+    """At least one ``@example`` per block, each parsing, its bodies in canonical LEIR
+    (examples.py; running them needs TVM: ``python -m engine.lint --examples``)."""
+    if not s.examples:
+        rep.error(s.file, s.line, 1, f"strategy '{s.name}' has no @example (a small program and the neighbour "
+                                     "it gives, just before the block's first rule; see engine/rewrite/examples.py)")
+    seen = set()
+    for ex in s.examples:
+        for e in ex.check_text():
+            if (e.line, e.col, e.message) not in seen:         # a BEFORE error repeats for each @after
+                seen.add((e.line, e.col, e.message))
+                rep.error(ex.file, e.line, e.col, f"example of '{s.name}': {e.message}")
 
 
 def _check_identity(rep: Report, f, ident, strategies) -> None:

@@ -12,7 +12,9 @@ strategy's rules, up to the next header or the end of the file::
     ;; @description divides one loop of a nest into two nested loops
     (rule (...) ((Step lhs rhs "loop_split" params)) :ruleset step :name "loop_split")
 
-Required keys: ``strategy category difficulty K P S inverse exactness description``. Optional:
+Required keys: ``strategy category difficulty K P S inverse exactness description``. Examples
+(``@example`` / ``@after``, at least one per block, read into ``Strategy.examples``) are
+described in examples.py. Optional:
 
 * ``@range WHY``: some rules of the strategy are sound only while the values stay within a
   range that a 16-bit float (f16, bf16) leaves in ordinary use, and those rules are guarded to
@@ -60,6 +62,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.rewrite.examples import KEYS as EXAMPLE_KEYS, read_examples
 
 
 def _rules_dir() -> Path:
@@ -140,6 +143,7 @@ class Strategy:
     meta: dict[str, str] = field(default_factory=dict)
     meta_lines: dict[str, int] = field(default_factory=dict)
     rules: list[str] = field(default_factory=list)        # rule :name values, in file order
+    examples: list = field(default_factory=list)          # examples.Example cases, in file order
 
     @property
     def category(self) -> str:
@@ -360,6 +364,8 @@ def parse_blocks(text: str, filename: str):
             continue
         for m in _DIRECTIVE.finditer(body):
             key, value = m.group(1), m.group(2).strip()
+            if key in EXAMPLE_KEYS:                       # examples.py reads these
+                break
             if key == "strategy":
                 current = Strategy(value, filename, no)
                 starts.append(current)
@@ -401,6 +407,7 @@ def parse_blocks(text: str, filename: str):
         if f.head in ("rule", "rewrite", "birewrite"):
             name = keyword(f, ":name")
             owner.rules.append(name.value.strip('"') if name is not None else "")
+    problems.extend((line, msg) for line, _, msg in read_examples(text, filename, starts))
     return starts, outside, problems, identities
 
 
