@@ -1,23 +1,31 @@
-"""``python -m engine.lint [RULES_DIR]``: check rule files (metadata, names, relations, guards)."""
+"""``python -m engine.lint [RULES_DIR] [--rules DIR ...] [--no-builtin-rules]``: check rule files
+(metadata, names, relations, guards). RULES_DIR is read like ``--rules``: a folder of one's own
+strategy files is checked with the built-in rules, a complete rules directory (with its own
+leir.egg) alone."""
 from __future__ import annotations
 
+import argparse
 import sys
-from pathlib import Path
+from dataclasses import replace
 
 from engine.leir.cli import run_cli
 from engine.rewrite.lint import lint
+from engine.rewrite.sources import add_rules_options
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) > 1 or (argv and argv[0] in ("-h", "--help")):
-        print("usage: python -m engine.lint [RULES_DIR]", file=sys.stderr)
-        return 2
-    path = argv[0] if argv else None
-    if path is not None and not Path(path).exists():
-        print(f"error: {path}: no such file or directory", file=sys.stderr)
-        return 2
-    rep = lint(path)
+    ap = argparse.ArgumentParser(prog="python -m engine.lint", description=__doc__.splitlines()[0])
+    ap.add_argument("folder", nargs="?", metavar="RULES_DIR", help="a rules folder (same as --rules RULES_DIR)")
+    add_rules_options(ap)
+    args = ap.parse_args(argv)
+    sources = args.rules
+    if args.folder is not None:
+        from pathlib import Path
+        if not Path(args.folder).exists():
+            print(f"error: {args.folder}: no such file or directory", file=sys.stderr)
+            return 2
+        sources = replace(sources, dirs=(args.folder,) + sources.dirs)
+    rep = lint(sources)
     for line in rep.lines():
         print(line, file=sys.stderr)
     n = len(rep.items) - rep.errors
