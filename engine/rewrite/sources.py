@@ -90,9 +90,35 @@ class RuleSources:
     def to_json(self) -> dict:
         return {"dirs": list(self.dirs), "builtin": self.builtin}
 
+    def bundle(self) -> list[list[list[str]]]:
+        """The files' texts, for a process on another machine (a Ray worker): one list of
+        [name, text] per folder in load order, the first holding the schema (``unbundle``)."""
+        files = self.files()
+        folders: list[list[list[str]]] = [[[SCHEMA_FILE, files[0].read_text()]]]
+        last = None
+        for f in files[1:]:
+            if last is not None and f.parent != last:
+                folders.append([])
+            folders[-1].append([f.name, f.read_text()])
+            last = f.parent
+        return folders
+
     @classmethod
     def from_json(cls, d: dict | None) -> "RuleSources":
         return cls() if d is None else cls(tuple(d.get("dirs", ())), bool(d.get("builtin", True)))
+
+
+def unbundle(bundle: list, root: str | Path) -> RuleSources:
+    """Write a ``bundle`` under ``root`` (one folder per bundled folder; the first, with the
+    schema, is a complete rules directory): the same files, in the same load order."""
+    dirs = []
+    for i, folder in enumerate(bundle):
+        d = Path(root) / f"{i:03d}"
+        d.mkdir(parents=True, exist_ok=True)
+        for name, text in folder:
+            (d / name).write_text(text)
+        dirs.append(str(d))
+    return RuleSources(tuple(dirs))
 
 
 def digest(text: str) -> str:
@@ -106,7 +132,8 @@ def manifest(files: list[Path], texts: dict[str, str]) -> list[dict]:
 
 def difference(recorded: list[dict], current: list[dict]) -> str | None:
     """How the rules loaded now differ from the ones a result records (None: the same files,
-    byte for byte), e.g. ``math.egg changed; mine.egg added``. Load order is not compared."""
+    byte for byte), e.g. ``math.egg changed; mine.egg not loaded now``. Load order is not
+    compared."""
     def table(m):
         out: dict[str, list[str]] = {}
         for e in m:
@@ -116,9 +143,9 @@ def difference(recorded: list[dict], current: list[dict]) -> str | None:
     parts = []
     for name in sorted(set(old) | set(new)):
         if name not in new:
-            parts.append(f"{name} removed")
+            parts.append(f"{name} not loaded now")
         elif name not in old:
-            parts.append(f"{name} added")
+            parts.append(f"{name} loaded now but not recorded")
         elif old[name] != new[name]:
             parts.append(f"{name} changed")
     return "; ".join(parts) or None
@@ -131,8 +158,8 @@ def check_same_rules(recorded, current: list[dict], what: str) -> None:
         return
     diff = difference(recorded, current)
     if diff:
-        raise _error(f"{what} was made with other rules than the ones loaded now ({diff}); load the same rule "
-                     "files (--rules DIR, --no-builtin-rules)")
+        raise _error(f"{what} was made with other rule files than the ones loaded now ({diff}); load the same "
+                     "rules (--rules DIR, --no-builtin-rules)")
 
 
 # ------------------------------------------------------------------ command-line options
