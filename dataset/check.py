@@ -432,7 +432,10 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None) -> Rep
     rows = data["rows.jsonl"]
     options = (data.get("stats.json") or {}).get("job", {})
     rc = RowChecker(report, rules)
-    check_rules(rows, options, rc.engine.rule_manifest)
+    try:
+        check_rules(rows, options, rc.engine.rule_manifest)
+    except LeirError as e:
+        raise LeirError(e.message, file=str(out)) from None
     bar = Progress(total=len(rows), unit="row") if progress else None
     for no, r in enumerate(rows, 1):
         try:
