@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     ap.add_argument("program", help=".leir, .json or .jsonl file (use --name to pick from several)")
     ap.add_argument("--name", help="program name inside a multi-program file")
     ap.add_argument("--strategy", action="append",
-                    help="only this strategy or strategy set (all, paper, bitwise, a category); repeatable")
+                    help="only this strategy or strategy set (all, paper, extra, user, bitwise, a category); repeatable")
     ap.add_argument("--category", action="append", help="only this category (repeatable)")
     ap.add_argument("--json", action="store_true", help="one JSON step record per line")
     ap.add_argument("--limit", type=int, default=None, help="print at most N neighbours")
