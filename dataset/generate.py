@@ -99,7 +99,7 @@ def options_of(args) -> dict:
     book = load_rulebook(args.rules)
     if book.problems:
         f, line, msg = book.problems[0]
-        raise LeirError(msg, line, None, file=f)
+        raise LeirError(msg, line, getattr(book.problems[0], "col", None), file=f)
     return {"seed": args.seed, "per_program": args.per_program, "strategies": _strategies(args.strategies, book),
             "rules": book.manifest(), "rule_bundle": args.rules.bundle(),
             "target": args.target, "verify_target": args.verify_on, "time": bool(args.time),

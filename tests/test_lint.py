@@ -70,7 +70,7 @@ def test_cli_exit_codes(tmp_path):
     d = rule_file_dir(tmp_path, GOOD.replace("@K 0", "@K zero"))
     r = subprocess.run([sys.executable, "-m", "engine.lint", str(d)], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
-    assert r.returncode == 2 and "x.egg:5:1: error: @K must be a non-negative integer, got 'zero'" in r.stderr
+    assert r.returncode == 2 and "x.egg:5:4: error: @K must be a non-negative integer, got 'zero'" in r.stderr
     r = subprocess.run([sys.executable, "-m", "engine.lint", str(tmp_path / "missing")], capture_output=True,
                        text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr

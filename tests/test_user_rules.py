@@ -73,14 +73,14 @@ def test_lint_cli_accepts_a_folder_of_ones_own_and_rejects_incomplete_blocks(min
     r = cli("engine.lint", "--rules", bad)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     f = str(bad / "serial.egg")
-    assert f"{f}:1:1: error: strategy 'loop_serialization' has no @exactness" in r.stderr, r.stderr
-    assert f"{f}:6:1: error: @benefit: unknown benefit 'speed'" in r.stderr, r.stderr
+    assert f"{f}:1:4: error: strategy 'loop_serialization' has no @exactness" in r.stderr, r.stderr
+    assert f"{f}:6:4: error: @benefit: unknown benefit 'speed'" in r.stderr, r.stderr
 
 
 def test_a_strategy_name_used_twice_across_folders_is_a_located_error(tmp_path):
     (tmp_path / "dup.egg").write_text(SERIAL.replace("loop_serialization", "loop_unrolling"))
     errs = errors(lint([tmp_path]))
-    want = f"{tmp_path / 'dup.egg'}:1:1: error: strategy 'loop_unrolling' already has a block at "
+    want = f"{tmp_path / 'dup.egg'}:1:4: error: strategy 'loop_unrolling' already has a block at "
     assert any(e.startswith(want) and "operator.egg:" in e for e in errs), errs
     from engine import Engine, LeirError
     with pytest.raises(LeirError, match="already has a block"):

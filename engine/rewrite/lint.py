@@ -112,8 +112,9 @@ def lint(path=None) -> Report:
     folders or a ``RuleSources`` (engine.rewrite.sources)."""
     rep = Report()
     book = load_rulebook(path)
-    for f, line, msg in book.problems:
-        rep.error(f, line, 1, msg)
+    for p in book.problems:
+        f, line, msg = p
+        rep.error(f, line, getattr(p, "col", 1), msg)
 
     # 1. egglog accepts the files
     from egglog.bindings import EGraph, EggSmolError

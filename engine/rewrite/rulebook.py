@@ -54,6 +54,15 @@ OPTIONAL_KEYS = OPTIONAL
 RANGE_RELATIONS = ("WideSite", "WideFloat", "PartialsOK")
 
 
+class Problem(tuple):
+    """A problem of the rule files: unpacks as (file, line, message); ``col`` is its column."""
+
+    def __new__(cls, file: str, line: int, msg: str, col: int = 1):
+        p = super().__new__(cls, (file, line, msg))
+        p.col = col
+        return p
+
+
 @dataclass
 class Strategy:
     """One strategy block: its metadata and the rules it owns."""
@@ -98,17 +107,16 @@ class Strategy:
 
 
 def parse_blocks(text: str, filename: str):
-    """(strategies, forms outside any block, problems as (line, message), identities) of one
-    rule file."""
-    headers, located = scan_headers(text, filename)
-    problems: list[tuple[int, str]] = [(line, msg) for line, _, msg in located]
+    """(strategies, forms outside any block, problems as (line, col, message), identities) of
+    one rule file."""
+    headers, problems = scan_headers(text, filename)
     starts: list[Strategy] = []
     for h in headers:
         st = Strategy(h.name, filename, h.line)
         st.meta = {k: v[0][0] for k, v in h.entries.items()}
         st.meta_lines = {k: v[0][1] for k, v in h.entries.items()}
         st.metadata, probs = read_meta(h)
-        problems.extend((line, msg) for line, _, msg in probs)
+        problems.extend(probs)
         starts.append(st)
     forms = read_sexps(text)
     outside: list[SExp] = []
@@ -117,13 +125,13 @@ def parse_blocks(text: str, filename: str):
     for f in forms:
         if f.head == IDENTITY:
             ident, probs = parse_identity(f)
-            problems.extend((line, msg) for line, _, msg in probs)
+            problems.extend(probs)
             if ident is None:
                 continue
             for name in ident.names:
                 st = by_name.get(name.split("/")[0])
                 if st is None or "/" not in name:
-                    problems.append((f.line, f"identity rule '{name}' must be named '<strategy>/<variant>' after a "
+                    problems.append((f.line, f.col, f"identity rule '{name}' must be named '<strategy>/<variant>' after a "
                                              "strategy block of this file"))
                 else:
                     st.rules.append(name)
@@ -159,7 +167,7 @@ class Rulebook:
     files: list[Path]
     texts: dict[str, str]               # file -> its text as written
     strategies: list[Strategy]
-    problems: list[tuple[str, int, str]]
+    problems: list[Problem]             # (file, line, message), .col
     identities: dict[str, list[Identity]] = field(default_factory=dict)   # file -> its identity forms
     expanded: dict[str, str] = field(default_factory=dict)   # file -> text with identities expanded into rules
     sources: RuleSources = field(default_factory=RuleSources)
@@ -250,7 +258,7 @@ def load_rulebook(path=None) -> Rulebook:
     files = sources.files()
     texts: dict[str, str] = {}
     strategies: list[Strategy] = []
-    problems: list[tuple[str, int, str]] = []
+    problems: list[Problem] = []
     identities: dict[str, list[Identity]] = {}
     expanded: dict[str, str] = {}
     seen: dict[str, Strategy] = {}
@@ -260,19 +268,22 @@ def load_rulebook(path=None) -> Rulebook:
         try:
             blocks, _, probs, idents = parse_blocks(text, str(f))
         except SExpError as e:
-            problems.append((str(f), e.line, str(e)))
+            problems.append(Problem(str(f), e.line, str(e), e.col))
             continue
         if f == files[0] and (blocks or idents):
             line = blocks[0].line if blocks else idents[0].form.line
-            problems.append((str(f), line, "strategy blocks and identities belong in the strategy files, not the schema"))
+            problems.append(Problem(str(f), line, "strategy blocks and identities belong in the strategy files, "
+                                    "not the schema"))
             continue
         for b in blocks:
             if b.name in seen:
                 first = seen[b.name]
-                problems.append((str(f), b.line, f"strategy '{b.name}' already has a block at {first.file}:{first.line}"))
+                problems.append(Problem(str(f), b.line, f"strategy '{b.name}' already has a block at "
+                                                     f"{first.file}:{first.line}", b.metadata.at("strategy")[1]
+                                        if b.metadata else 1))
             seen.setdefault(b.name, b)
         strategies.extend(blocks)
-        problems.extend((str(f), line, msg) for line, msg in probs)
+        problems.extend(Problem(str(f), line, msg, col) for line, col, msg in probs)
         if idents:
             identities[str(f)] = idents
             expanded[str(f)] = expand_identities(text, idents)
