@@ -70,7 +70,7 @@ class Engine:
         return self._enum.book.manifest()
 
     def strategy(self, name: str):
-        """The metadata of one strategy block (``engine.rewrite.rulebook.Strategy``)."""
+        """One strategy block (``engine.rewrite.rulebook.Strategy``; its typed header: ``.metadata``)."""
         try:
             return self._enum.strategies[name]
         except KeyError:

@@ -41,6 +41,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# names of the modules this one was split into, re-exported for the code that imports them from here
 from engine.rewrite.identities import (IDENTITY, IDENTITY_OPTIONS, TEMPLATE_NAMES, Identity,  # noqa: F401
                                        expand_identities, parse_identity)
 from engine.rewrite.meta import (EXACTNESS, OPTIONAL, REQUIRED, StrategyMeta, read_meta,  # noqa: F401
