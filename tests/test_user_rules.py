@@ -14,19 +14,16 @@ from conftest import ROOT
 from engine.rewrite.lint import lint
 from engine.rewrite.rulebook import load_rulebook
 
-SERIAL = """\
-;; @strategy loop_serialization
-;; @category operator
-;; @difficulty easy
-;; @K 0 @P 1 @S 0
-;; @inverse loop_parallelization
-;; @exactness bitwise
-;; @benefit none
-;; @description runs a parallel loop's iterations one after another on one processing unit
-(rule ((= s (Nest ls body)) (LoopAt ls i l) (= l (Lp "P" v n)))
-      ((Step s (Nest (LSet ls i (Lp "L" v n)) body) "loop_serialization" (PStr "loop" v (PNil))))
-      :ruleset step :name "loop_serialization")
-"""
+
+
+def readme_block() -> str:
+    """The strategy block of the README's "Writing a strategy": the user's strategy here."""
+    text = (ROOT / "README.md").read_text()
+    text = text[text.index("## Writing a strategy"):]
+    return text[text.index("```lisp\n") + 8:text.index("\n```", text.index("```lisp"))] + "\n"
+
+
+SERIAL = readme_block()
 PROGRAM = """program scale
 input  A f32[32, 64]
 output C f32[32, 64]
