@@ -42,12 +42,11 @@ def _ms(xs: list[float]) -> dict:
 
 
 def strategy_set(engine, name: str, explicit=None) -> list[str]:
-    from engine.rewrite.rulebook import SPEC_STRATEGIES
     if explicit:
         return list(explicit)
     if name == "graph_operator":
         return [s.name for s in engine.book.strategies if s.category in ("graph", "operator")
-                and s.name in SPEC_STRATEGIES and s.name != "dead_code_elimination"]
+                and s.origin == "paper"]
     return [s.name for s in engine.book.strategies]
 
 

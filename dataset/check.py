@@ -158,9 +158,9 @@ def _norm(x):
 class RowChecker:
     """Replays, re-renders and re-derives each archival row."""
 
-    def __init__(self, report: Report):
+    def __init__(self, report: Report, rules=None):
         from engine import Engine
-        self.engine = Engine(strategies="all")
+        self.engine = Engine(rules=rules, strategies="all")
         self.report = report
         self._programs: dict[str, object] = {}
 
@@ -402,7 +402,20 @@ def reverify(rows: list[dict], n: int, seed: int, report: Report) -> None:
                 report.ok("re-verified")
 
 
-def check(out: Path, sample: int = 20, progress: bool = True) -> Report:
+def check_rules(rows: list[dict], options: dict, manifest: list[dict]) -> None:
+    """The rules loaded now are the ones that made the dataset (its job's and every row's
+    record of the rule files), else a one-line error naming the difference (exit 2)."""
+    from engine.rewrite.sources import check_same_rules
+    seen = [options.get("rules")] if options.get("rules") is not None else []
+    for r in rows:
+        if isinstance(r, dict) and isinstance(r.get("rules"), list) and r["rules"] not in seen:
+            seen.append(r["rules"])
+    for recorded in seen:
+        check_same_rules(recorded, manifest, "the dataset")
+
+
+def check(out: Path, sample: int = 20, progress: bool = True, rules=None) -> Report:
+    """``rules``: the rule sources the dataset was generated with (Engine's ``rules``)."""
     from .progress import Progress
     from .schema import FILES
     report = Report()
@@ -418,7 +431,11 @@ def check(out: Path, sample: int = 20, progress: bool = True) -> Report:
     check_datasets_load(out, data, report)
     rows = data["rows.jsonl"]
     options = (data.get("stats.json") or {}).get("job", {})
-    rc = RowChecker(report)
+    rc = RowChecker(report, rules)
+    try:
+        check_rules(rows, options, rc.engine.rule_manifest)
+    except LeirError as e:
+        raise LeirError(e.message, file=str(out)) from None
     bar = Progress(total=len(rows), unit="row") if progress else None
     for no, r in enumerate(rows, 1):
         try:
@@ -444,9 +461,11 @@ def main(argv=None) -> int:
     ap.add_argument("out", help="the folder python -m dataset.generate wrote")
     ap.add_argument("--sample", type=int, default=20, help="rows to verify again on TVM (default 20; 0: none)")
     ap.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    from engine.rewrite.sources import add_rules_options
+    add_rules_options(ap)
     args = ap.parse_args(argv)
     out = Path(args.out)
-    report = check(out, args.sample, progress=not args.json)
+    report = check(out, args.sample, progress=not args.json, rules=args.rules)
     if args.json:
         print(json.dumps({"ok": not report.problems, "checked": dict(report.counts),
                           "problems": [{"where": w, "what": p} for w, p in report.problems]}))

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from engine.leir.diagnostics import LeirError
+from engine.rewrite.sources import add_rules_options
 
 DEFAULT_MAX_POINTS = 1 << 24
 USAGE_EPILOG = """examples:
@@ -43,8 +44,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
     g.add_argument("--per-program", type=int, help="verify a seeded sample of N rewrites per program, stratified "
                                                    "by strategy (default: all)")
-    g.add_argument("--strategies", default="paper", help="strategy set (all, paper, bitwise, graph, operator, "
-                                                         "memory, math) or comma list of names (default paper)")
+    g.add_argument("--strategies", default="paper",
+                   help="strategy set (all, paper, extra, user, bitwise, graph, operator, memory, math) or comma list "
+                        "of names and sets (default paper: the paper's 43; your own strategies need 'all', 'user' or "
+                        "their names)")
     g.add_argument("--target", choices=("llvm", "cuda"), default="llvm",
                    help="TIR target of the rows (cuda: CUDA source too)")
     g.add_argument("--verify-on", choices=("auto", "llvm", "cuda"), default="auto",
@@ -71,6 +74,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", choices=("local", "ray"), default="local")
     r.add_argument("--address", help="Ray cluster address to join (e.g. 'auto' or HEAD:6379)")
     r.add_argument("--restart", action="store_true", help="discard the journal of an earlier job in OUT")
+    add_rules_options(ap)
     return ap
 
 
@@ -79,18 +83,25 @@ def _positive(name: str, value, allow_zero: bool = False) -> None:
         raise LeirError(f"{name} must be {'non-negative' if allow_zero else 'positive'}, got {value}")
 
 
-def _strategies(text: str):
+def _strategies(text: str, book):
     from engine.rewrite.engine import resolve_strategies
-    from engine.rewrite.rulebook import load_rulebook
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
         raise LeirError("--strategies is empty")
-    resolve_strategies(load_rulebook(None), items)        # raises on unknown names
+    resolve_strategies(book, items)        # raises on unknown names
     return items[0] if len(items) == 1 else items
 
 
 def options_of(args) -> dict:
-    return {"seed": args.seed, "per_program": args.per_program, "strategies": _strategies(args.strategies),
+    """The job's options. ``rules``: the rule files (names and hashes: a result option, recorded
+    in every row); ``rule_bundle``: their texts, for the workers (engine.rewrite.sources)."""
+    from engine.rewrite.rulebook import load_rulebook
+    book = load_rulebook(args.rules)
+    if book.problems:
+        f, line, msg = book.problems[0]
+        raise LeirError(msg, line, getattr(book.problems[0], "col", None), file=f)
+    return {"seed": args.seed, "per_program": args.per_program, "strategies": _strategies(args.strategies, book),
+            "rules": book.manifest(), "rule_bundle": args.rules.bundle(),
             "target": args.target, "verify_target": args.verify_on, "time": bool(args.time),
             "max_points": args.max_points or None, "shrink": args.shrink_points if args.shrink else None, "timeout": args.timeout,
             "trials": 3}
@@ -167,7 +178,8 @@ def run(args) -> int:
                   "test_types": sorted(held_out)}
     job = {"sources": list(args.sources), "workloads": args.workloads,
            "shapes": args.shapes if args.workloads else None, "variants": args.variants if args.workloads else None,
-           "dtypes": args.dtypes if args.workloads else None, **options, "test_fraction": args.test_fraction,
+           "dtypes": args.dtypes if args.workloads else None,
+           **{k: v for k, v in options.items() if k != "rule_bundle"}, "test_fraction": args.test_fraction,
            "multi_items": args.multi_items, "multi_rows": args.multi_rows}
     wall = time.perf_counter() - t0
     throughput = {"backend": args.backend, "workers": args.workers, "tasks_run": len(pending),

@@ -44,12 +44,14 @@ VERIFICATION = obj({"equal": BOOL, "reason": STR, "target": STR,
                     "trials": arr(obj({"trial": INT, "seed": arr(INT), "equal": BOOL, "outputs": arr(COMPARISON)}))})
 TIMING = obj({"target": STR, "repeat": INT, "original_ms": NNUM, "original_spread_ms": NNUM, "transformed_ms": NNUM,
               "transformed_spread_ms": NNUM, "speedup": NNUM}, nullable=True)
+RULE_FILES = arr(obj({"file": STR, "sha256": STR}))      # the rule files that made a row (names, content hashes)
 DIFFICULTY = obj({"K": INT, "P": INT, "S": INT, "score": NUM, "bucket": BUCKET, "computed_bucket": BUCKET})
 
 ROW = obj({"id": STR, "program": PROGRAM, "origin": ORIGIN, "step": STEP, "transformed": STR,
            "difficulty": DIFFICULTY, "cot": STR, "numerical_risk": BOOL, "verification": VERIFICATION,
            "timing": TIMING, "tir": obj({"target": STR, "original": STR, "transformed": STR}),
-           "cuda": obj({"original": STR, "transformed": STR}, nullable=True), "seed": INT, "split": SPLIT})
+           "cuda": obj({"original": STR, "transformed": STR}, nullable=True), "seed": INT, "split": SPLIT,
+           "rules": RULE_FILES})
 
 # a candidate that is not a row: a rule bug. Stage "enumerate": the engine refused the program the
 # rule built (no site or parameters recorded); "invalid": the step's program does not analyse;

@@ -34,7 +34,7 @@ from .shrink import (
 
 # options that change a task's result (the job fingerprint); everything else is how to run it
 RESULT_OPTIONS = ("seed", "per_program", "strategies", "target", "verify_target", "time", "max_points", "shrink",
-                  "timeout", "trials")
+                  "timeout", "trials", "rules")
 
 
 def row_id(program: dict, step_key: str) -> str:
@@ -114,6 +114,7 @@ class Runner:
         self._engine = None
         self._verifier = None
         self._target = None
+        self._rules_dir = None
 
     # ------------------------------------------------------------------ shared state
 
@@ -121,7 +122,14 @@ class Runner:
     def engine(self):
         if self._engine is None:
             from engine import Engine
-            self._engine = Engine(strategies=self.options.get("strategies") or "paper")
+            from engine.rewrite.sources import check_same_rules, unbundle
+            rules = None
+            if self.options.get("rule_bundle") is not None:     # the driver's rule files, wherever this runs
+                import tempfile
+                self._rules_dir = tempfile.TemporaryDirectory(prefix="leir-rules-")
+                rules = unbundle(self.options["rule_bundle"], self._rules_dir.name)
+            self._engine = Engine(rules=rules, strategies=self.options.get("strategies") or "paper")
+            check_same_rules(self.options.get("rules"), self._engine.rule_manifest, "the job")
         return self._engine
 
     def verify_target(self) -> str:
@@ -149,6 +157,9 @@ class Runner:
         if self._verifier is not None:
             self._verifier.close()
             self._verifier = None
+        if self._rules_dir is not None:
+            self._rules_dir.cleanup()
+            self._rules_dir = None
 
     # ------------------------------------------------------------------ one task
 
@@ -293,7 +304,7 @@ class Runner:
                "difficulty": difficulty(meta), "cot": trace, "numerical_risk": step.exactness != "bitwise",
                "verification": verification_record(verdict, outputs),
                "timing": timing, "tir": {"target": target, "original": tir0, "transformed": tir1},
-               "cuda": cuda, "seed": int(opts.get("seed") or 0), "split": None}
+               "cuda": cuda, "seed": int(opts.get("seed") or 0), "split": None, "rules": eng.rule_manifest}
         return row, None
 
 

@@ -3,8 +3,10 @@ trajectory: each step applied to the previous result): prints the resulting cano
 one line, or its step record with ``--json``, or writes a program file with ``-o FILE``.
 
 A step is a record of ``python -m engine.enumerate --json`` (or any object with ``rule``,
-``site`` and ``params``). A step that does not apply is reported with what did not match,
-exit status 2.
+``site`` and ``params``), a row of a generated dataset (``rows.jsonl``), or, with
+``--steps``, a search trajectory (its best program's steps). A step that does not apply is
+reported with what did not match, exit status 2; so is a row or trajectory made with other
+rule files than the ones loaded (the difference is named).
 """
 from __future__ import annotations
 
@@ -14,15 +16,20 @@ import sys
 from pathlib import Path
 
 from engine.leir.cli import run_cli
+from engine.rewrite.sources import add_rules_options
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_program, loads_json, read_text, write_atomic
 from engine.rewrite.engine import Engine, StepError
 from engine.rewrite.steps import Step
 
 
+TRAJECTORY = "leir-search-trajectory"
+
+
 def read_steps(path: str, many: bool) -> list[tuple[int, dict]]:
-    """(line, record) of each step in a JSON file (one object; with ``many`` also a list) or a
-    JSON-lines file. Read like every user file (``loads_json``: bounded depth and integers)."""
+    """(line, record) of each step in a JSON file (one object; with ``many`` also a list or a
+    search trajectory) or a JSON-lines file. Read like every user file (``loads_json``: bounded
+    depth and integers)."""
     text = read_text(path)
     try:
         if not many:
@@ -32,9 +39,26 @@ def read_steps(path: str, many: bool) -> list[tuple[int, dict]]:
             return [(1, rec)]
         if text.lstrip().startswith("["):          # a JSON list of steps is accepted too
             return [(1, r) for r in loads_json(text)]
+        if text.lstrip().startswith("{") and "\n" in text.strip():
+            try:
+                whole = loads_json(text)
+            except LeirError:
+                whole = None
+            if isinstance(whole, dict) and whole.get("format") == TRAJECTORY:
+                steps = (whole.get("best") or {}).get("steps") or []
+                return [(1, {**st, "rules": whole.get("rules")}) for st in steps]
         return [(i, loads_json(line, i)) for i, line in enumerate(text.split("\n"), 1) if line.strip()]
     except LeirError as e:
         raise e.located(path, text) from None
+
+
+def as_step(rec):
+    """The step of a record: a dataset row's ``step`` (its params are JSON text), else the record."""
+    if isinstance(rec, dict) and isinstance(rec.get("step"), dict) and "program" in rec:
+        st = rec["step"]
+        params = loads_json(st["params"]) if isinstance(st.get("params"), str) else st.get("params", {})
+        return {"rule": st.get("rule"), "site": st.get("site"), "params": params, "strategy": st.get("strategy", "")}
+    return rec
 
 
 def main(argv=None) -> int:
@@ -46,7 +70,7 @@ def main(argv=None) -> int:
     g.add_argument("--steps", help="a trajectory: one step record per line (JSON lines)")
     ap.add_argument("--json", action="store_true", help="print the step record of the last step, result included")
     ap.add_argument("-o", "--output", help="write the result as a program file (.leir, or .json)")
-    ap.add_argument("--rules", default=None, help="rules directory (default: the project's rules/)")
+    add_rules_options(ap)
     args = ap.parse_args(argv)
     prog = load_program(args.program, args.name)
     path = args.step or args.steps
@@ -54,10 +78,17 @@ def main(argv=None) -> int:
     if not records:
         raise LeirError("no steps in this file", file=path)
     engine = Engine(args.rules)
+    from engine.rewrite.sources import check_same_rules
+    for line, rec in records:
+        if isinstance(rec, dict) and isinstance(rec.get("rules"), list):
+            try:
+                check_same_rules(rec["rules"], engine.rule_manifest, "this step")
+            except LeirError as e:
+                raise LeirError(e.message, line, 1, file=path) from None
     last = None
     for line, rec in records:
         try:
-            last = Step.from_json(rec)
+            last = Step.from_json(as_step(rec))
             prog = engine.apply(prog, last)
         except StepError as e:
             raise StepError(e.message, line, 1, file=path) from None

@@ -8,6 +8,7 @@ import json
 import sys
 
 from engine.leir.cli import run_cli
+from engine.rewrite.sources import add_rules_options
 from engine.leir.files import load_program, write_atomic
 from engine.rewrite.engine import Engine, resolve_strategies
 
@@ -29,11 +30,11 @@ def main(argv=None) -> int:
     ap.add_argument("program", help=".leir, .json or .jsonl file (use --name to pick from several)")
     ap.add_argument("--name", help="program name inside a multi-program file")
     ap.add_argument("--strategy", action="append",
-                    help="only this strategy or strategy set (all, paper, bitwise, a category); repeatable")
+                    help="only this strategy or strategy set (all, paper, extra, user, bitwise, a category); repeatable")
     ap.add_argument("--category", action="append", help="only this category (repeatable)")
     ap.add_argument("--json", action="store_true", help="one JSON step record per line")
     ap.add_argument("--limit", type=int, default=None, help="print at most N neighbours")
-    ap.add_argument("--rules", default=None, help="rules directory (default: the project's rules/)")
+    add_rules_options(ap)
     ap.add_argument("--emit-jsonl", metavar="OUT",
                     help="also write the listed neighbours as corpus-format program records (one per line), "
                          "ready for `python -m lowering.verify PROG OUT --name NAME`")

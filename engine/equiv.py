@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from engine.leir.cli import run_cli
+from engine.rewrite.sources import add_rules_options
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_program
 from engine.rewrite.enumerate import Enumerator
@@ -30,7 +31,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-nodes", type=int, default=20_000)
     ap.add_argument("--max-time", type=float, default=120.0, help="seconds")
     ap.add_argument("--max-memory", type=int, default=4096, help="MiB of resident memory")
-    ap.add_argument("--rules", default=None)
+    add_rules_options(ap)
     args = ap.parse_args(argv)
     if args.steps < 0:
         print("error: --steps must be non-negative", file=sys.stderr)

@@ -1,46 +1,51 @@
-"""``python -m engine.lint [--examples] [RULES_DIR]``: check rule files (metadata, names, relations,
-guards, examples); ``--examples`` also runs every block's examples (enumerate, replay, verify on
-llvm: engine/rewrite/example_check.py)."""
+"""``python -m engine.lint [RULES_DIR] [--rules DIR ...] [--no-builtin-rules] [--examples]``: check
+rule files (metadata, names, relations, guards, examples). RULES_DIR is read like ``--rules``: a
+folder of one's own strategy files is checked with the built-in rules, a complete rules directory
+(with its own leir.egg) alone. ``--examples`` also runs every block's examples (enumerate, replay,
+verify on llvm: engine/rewrite/example_check.py)."""
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from engine.leir.cli import run_cli
 from engine.rewrite.lint import lint
-
-USAGE = "usage: python -m engine.lint [--examples] [RULES_DIR]"
+from engine.rewrite.sources import add_rules_options
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    examples = "--examples" in argv
-    argv = [a for a in argv if a != "--examples"]
-    if len(argv) > 1 or (argv and argv[0].startswith("-")):
-        print(USAGE, file=sys.stderr)
-        return 2
-    path = argv[0] if argv else None
-    if path is not None and not Path(path).exists():
-        print(f"error: {path}: no such file or directory", file=sys.stderr)
-        return 2
-    rep = lint(path)
+    ap = argparse.ArgumentParser(prog="python -m engine.lint", description=__doc__.splitlines()[0])
+    ap.add_argument("folder", nargs="?", metavar="RULES_DIR", help="a rules folder (same as --rules RULES_DIR)")
+    ap.add_argument("--examples", action="store_true",
+                    help="also run every block's examples: enumerate, replay, verify on llvm (needs TVM)")
+    add_rules_options(ap)
+    args = ap.parse_args(argv)
+    sources = args.rules
+    if args.folder is not None:
+        if not Path(args.folder).exists():
+            print(f"error: {args.folder}: no such file or directory", file=sys.stderr)
+            return 2
+        sources = replace(sources, dirs=(args.folder,) + sources.dirs)
+    rep = lint(sources)
     for line in rep.lines():
         print(line, file=sys.stderr)
     n = len(rep.items) - rep.errors
     print(f"{rep.errors} error(s), {n} warning(s)", file=sys.stderr)
     if rep.errors:
         return 2
-    return run_examples(path) if examples else 0
+    return run_examples(sources) if args.examples else 0
 
 
-def run_examples(path, verifier=None) -> int:
+def run_examples(rules, verifier=None) -> int:
     """Check every example of the rules; one line per failure, then a summary. Exit 2 on a
     failure. ``verifier``: a ``lowering.Verifier`` to share (default: one of its own)."""
     from engine.rewrite.example_check import ExampleChecker, format_outcome
     t0 = time.perf_counter()
-    checker = ExampleChecker(path, verifier=verifier)
+    checker = ExampleChecker(rules, verifier=verifier)
     failed = 0
     try:
         exs = checker.examples()

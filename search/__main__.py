@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--target", choices=TARGET_NAMES, default=d.target)
     g.add_argument("--seed", type=int, default=d.seed)
     g.add_argument("--strategies", default=d.strategies,
-                   help="strategy set or comma-separated names (all, paper, bitwise, graph, operator, memory, math)")
+                   help="strategy set or comma-separated names and sets (all, paper, extra, user, bitwise, graph, "
+                        "operator, memory, math; default paper: the paper's 43; your own strategies need 'all', "
+                        "'user' or their names)")
     g.add_argument("--iterations", type=int, help="override the paper's iterations (greedy, beam, mcts, chain)")
     g.add_argument("--per-node", type=int, help="override the proposals per expansion")
     g.add_argument("--beam-width", type=int, help="override beam's k (2)")
@@ -71,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue an interrupted run from its trajectory file (its samples are not redone)")
     o.add_argument("--quiet", action="store_true", help="no progress lines")
     o.add_argument("--json", action="store_true", help="print the best result as JSON")
+    from engine.rewrite.sources import add_rules_options
+    add_rules_options(ap)
     return ap
 
 
@@ -97,6 +101,9 @@ def _main(argv) -> int:
     if "," in opts.strategies:
         opts.strategies = [s.strip() for s in opts.strategies.split(",") if s.strip()]
     opts.validate()
+    from engine import Engine
+    from engine.rewrite.sources import check_same_rules
+    engine = Engine(rules=a.rules, strategies=opts.strategies)
     resume = None
     if a.resume and os.path.exists(a.output):
         from .trajectory import load_trajectory
@@ -104,9 +111,13 @@ def _main(argv) -> int:
         if prev["program"] != program.to_json() or prev["options"] != opts.to_json():
             raise LeirError("--resume: the trajectory was written for another program or other options",
                             file=a.output)
+        try:
+            check_same_rules(prev.get("rules"), engine.rule_manifest, "the trajectory")
+        except LeirError as e:
+            raise LeirError(f"--resume: {e.message}", file=a.output) from None
         resume = prev
     progress = (lambda msg: None) if a.quiet else None
-    traj = run_search(program, opts, out=a.output, progress=progress, resume=resume)
+    traj = run_search(program, opts, engine=engine, out=a.output, progress=progress, resume=resume)
     best = traj.best
     if a.emit:
         from engine.leir.parser import parse_body

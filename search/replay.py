@@ -12,8 +12,11 @@ import json
 import sys
 
 
-def replay(record: dict, target: str | None = None, rounds: int = 3) -> dict:
+def replay(record: dict, target: str | None = None, rounds: int = 3, rules=None) -> dict:
+    """``rules``: the rule sources the trajectory was made with (Engine's ``rules``); other rule
+    files than the trajectory records are an error naming the difference."""
     from engine import Engine, StepError
+    from engine.rewrite.sources import check_same_rules
     from engine.leir.diagnostics import LeirError
     from engine.leir.files import program_from_json
     from engine.leir.parser import parse_body
@@ -23,7 +26,8 @@ def replay(record: dict, target: str | None = None, rounds: int = 3) -> dict:
     opts = record["options"]
     best = record.get("best") or {}
     steps = best.get("steps", [])
-    engine = Engine(strategies=opts.get("strategies", "paper"))
+    engine = Engine(rules=rules, strategies=opts.get("strategies", "paper"))
+    check_same_rules(record.get("rules"), engine.rule_manifest, "the trajectory")
     program, error = original, None
     for i, st in enumerate(steps):
         try:
@@ -60,15 +64,22 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
+    from engine.leir.diagnostics import LeirError
+
     from .trajectory import load_trajectory
     ap = argparse.ArgumentParser(prog="python -m search.replay", description=__doc__.split("\n\n")[0])
     ap.add_argument("trajectory")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--target", help="re-time on another target than the recorded one")
     ap.add_argument("--rounds", type=int, default=3, help="alternating timing rounds (default 3)")
+    from engine.rewrite.sources import add_rules_options
+    add_rules_options(ap)
     a = ap.parse_args(argv)
     rec = load_trajectory(a.trajectory).record
-    r = replay(rec, a.target, a.rounds)
+    try:
+        r = replay(rec, a.target, a.rounds, a.rules)
+    except LeirError as e:
+        raise LeirError(e.message, file=a.trajectory) from None
     if a.json:
         print(json.dumps(r, indent=1))
     else:

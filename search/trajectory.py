@@ -3,7 +3,8 @@ every sample (a killed run leaves its last complete state) and at the end, even 
 candidate was accepted (``best`` is then the original, with no steps).
 
 Top-level keys: ``format``, ``version``, ``program`` (the original, corpus JSON), ``options``,
-``algorithm_parameters``, ``original`` (its timing), ``nodes`` (id, parent, depth, steps from
+``algorithm_parameters``, ``strategies``, ``rules`` (the rule files loaded: name and sha256 of
+each), ``original`` (its timing), ``nodes`` (id, parent, depth, steps from
 the parent, LEIR, time, speedup, the sample that produced it), ``samples`` (every candidate
 paid for: kind, step, status, verdict, timings), ``llm_calls`` (prompt, answers, tokens,
 latency, attempts, error), ``best`` (``leir``, ``speedup``, ``steps`` from the original,
@@ -43,6 +44,7 @@ def build_record(run, final: bool) -> dict:
         "options": run.options.to_json(),
         "algorithm_parameters": params(run.options),
         "strategies": list(run.engine.strategies),
+        "rules": run.engine.rule_manifest,
         "original": run.evaluator.baseline,
         "nodes": [_node(n) for n in run.nodes],
         "samples": run.samples,

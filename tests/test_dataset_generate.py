@@ -110,6 +110,9 @@ def test_rows_are_verified_and_the_checker_agrees(reference):
         per_program.setdefault(r["program"]["name"], set()).add(r["step"]["strategy"])
     assert all(len(s) >= 3 for s in per_program.values())            # the sample is spread over strategies
     assert {r["split"] for r in rows} == {"train", "test"}
+    from engine.rewrite.rulebook import load_rulebook
+    assert all(r["rules"] == load_rulebook().manifest() for r in rows)      # the rule files, names and hashes
+    assert json.loads((reference / "stats.json").read_text())["job"]["rules"] == rows[0]["rules"]
     report = checker.check(reference, sample=3, progress=False)
     assert report.problems == []
     assert report.counts["replayed"] == report.counts["traces"] == len(rows)

@@ -45,10 +45,12 @@ def test_good_block(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,message,line", [
-    ("@strategy loop_unrolling", "@strategy loop_unroll", "unknown strategy 'loop_unroll'", 2),
+    ("@strategy loop_unrolling", "@strategy paper", "'paper' names a strategy set", 2),
     (";; @difficulty medium\n", "", "has no @difficulty", 2),
-    ("@difficulty medium", "@difficulty easy", "the paper's bucket for 'loop_unrolling' is 'medium'", 4),
-    ("@category operator", "@category graph", "the spec puts 'loop_unrolling' in 'operator'", 3),
+    ("@difficulty medium", "@difficulty hard", "@difficulty must be one of easy, medium, difficult", 4),
+    ("@category operator", "@category loops", "@category must be one of", 3),
+    ("@exactness bitwise", "@exactness bitwise\n;; @benefit speed", "@benefit: unknown benefit 'speed'", 8),
+    ("@exactness bitwise", "@exactness bitwise\n;; @origin mine", "@origin must be one of paper, extra, user", 8),
     ("@exactness bitwise", "@exactness exact", "@exactness must be one of", 7),
     ("@inverse none", "@inverse loop_unfold", "@inverse 'loop_unfold'", 6),
     ("@K 0", "@K x", "@K must be a non-negative integer", 5),
@@ -72,10 +74,10 @@ def test_egglog_errors_are_located(tmp_path):
 
 
 def test_cli_exit_codes(tmp_path):
-    d = rule_file_dir(tmp_path, GOOD.replace("@strategy loop_unrolling", "@strategy nope"))
+    d = rule_file_dir(tmp_path, GOOD.replace("@K 0", "@K zero"))
     r = subprocess.run([sys.executable, "-m", "engine.lint", str(d)], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
-    assert r.returncode == 2 and "x.egg:2:1: error: unknown strategy 'nope'" in r.stderr
+    assert r.returncode == 2 and "x.egg:5:4: error: @K must be a non-negative integer, got 'zero'" in r.stderr
     r = subprocess.run([sys.executable, "-m", "engine.lint", str(tmp_path / "missing")], capture_output=True,
                        text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr

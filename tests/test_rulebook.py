@@ -1,30 +1,47 @@
-"""The project's real rules/ directory: lint-clean, and every strategy of the spec present once."""
+"""The project's real rules/ directory: lint-clean, and the paper's 43 strategies (plus the
+extra one) present once each, with the paper's category and bucket and their origin."""
 import subprocess
 import sys
 
 from conftest import ROOT
 from engine.rewrite.lint import lint
-from engine.rewrite.rulebook import SPEC_STRATEGIES, load_rulebook
-
-META_KEYS = ("category", "difficulty", "K", "P", "S", "inverse", "exactness", "description")
+from engine.rewrite.meta import BENEFITS
+from engine.rewrite.rulebook import load_rulebook
+from paper_strategies import EXTRA_STRATEGIES, PAPER_STRATEGIES
 
 
 def test_real_rules_directory_lints_clean():
     rep = lint(ROOT / "rules")
     assert [l for l in rep.lines() if ": error: " in l] == []
+    assert not [l for l in rep.lines() if "@benefit" in l]          # every built-in block says its benefit
     r = subprocess.run([sys.executable, "-m", "engine.lint", "rules/"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_every_spec_strategy_has_exactly_one_block_with_full_metadata():
+def test_the_papers_43_blocks_match_the_paper():
+    assert len(PAPER_STRATEGIES) == 43
     book = load_rulebook(ROOT / "rules")
+    assert book.problems == []
     names = [s.name for s in book.strategies]
     assert len(names) == len(set(names))
-    assert sorted(names) == sorted(SPEC_STRATEGIES)          # the paper's 43 plus dead_code_elimination
-    assert len(SPEC_STRATEGIES) == 44
+    assert sorted(names) == sorted(PAPER_STRATEGIES | EXTRA_STRATEGIES)
+    table = PAPER_STRATEGIES | EXTRA_STRATEGIES
     for s in book.strategies:
-        assert all(s.meta.get(k) for k in META_KEYS), (s.name, s.meta)
-        assert (s.category, s.meta["difficulty"]) == SPEC_STRATEGIES[s.name], s.name
-        assert s.exactness in ("bitwise", "reassociating"), s.name
-        assert s.meta["inverse"] == "none" or s.meta["inverse"] in SPEC_STRATEGIES, s.name
-        assert s.rules, f"{s.name} has no rules"
+        m = s.metadata
+        assert m is not None and m.name == s.name
+        assert (m.category, m.difficulty) == table[s.name], s.name
+        assert m.origin == ("paper" if s.name in PAPER_STRATEGIES else "extra"), s.name
+        assert m.exactness in ("bitwise", "reassociating"), s.name
+        assert m.inverse == "none" or m.inverse in table, s.name
+        assert m.benefit and set(m.benefit) <= set(BENEFITS), s.name
+        assert m.description and s.rules, s.name
+        assert m.score() == s.score()
+
+
+def test_paper_and_extra_sets_follow_origin():
+    from engine.rewrite.engine import resolve_strategies
+    book = load_rulebook(ROOT / "rules")
+    assert set(resolve_strategies(book, "paper")[0]) == set(PAPER_STRATEGIES)
+    assert resolve_strategies(book, "extra")[0] == ["dead_code_elimination"]
+    assert resolve_strategies(book, "user")[0] == []
+    assert len(resolve_strategies(book, "all")[0]) == 44

@@ -176,6 +176,8 @@ def test_cli_search_replay_plot_and_report(tmp_path):
     assert "[4/4]" in r.stderr and "trajectory" in r.stdout
     rec = json.loads(out.read_text())
     assert rec["summary"]["samples"] == 4 and png.read_bytes()[:4] == b"\x89PNG"
+    from engine.rewrite.rulebook import load_rulebook
+    assert rec["rules"] == load_rulebook().manifest()          # the rule files: names and sha256
     assert (tmp_path / "best.leir").read_text().startswith("program tiny_softmax")
     r = _cli("-m", "search.replay", str(out), "--json")
     got = json.loads(r.stdout)

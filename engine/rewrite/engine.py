@@ -1,10 +1,12 @@
 """``Engine``: the public face of the rewriting. It lists every one-step rewrite of a program
 as ``Step``s, replays a step exactly (``apply``), and counts what each rule did (``stats``).
 
-Strategy sets, by name: ``all`` (every strategy block of the rules directory), ``paper`` (the
-paper's 43, i.e. without dead_code_elimination), a category (``graph``, ``operator``,
-``memory``, ``math``) and ``bitwise`` (rules whose result is bitwise identical: every step a
-reassociating rule makes is left out). A set may also be a list of names and set names.
+Strategy sets, by name (``SETS``): ``all`` (every strategy block loaded), ``paper`` (the
+paper's 43: blocks with ``@origin paper``), ``extra`` (implemented beyond the paper:
+dead_code_elimination), ``user`` (blocks of the user's own, ``@origin user`` or none), a
+category (``graph``, ``operator``, ``memory``, ``math``) and ``bitwise`` (rules whose result is
+bitwise identical: every step a reassociating rule makes is left out). A set may also be a
+strategy name or a list of names and set names.
 """
 from __future__ import annotations
 
@@ -14,11 +16,19 @@ from typing import Iterable, Mapping
 
 from engine.leir.diagnostics import LeirError
 from engine.rewrite.enumerate import Enumerator, InvalidNeighbour
-from engine.rewrite.rulebook import SPEC_STRATEGIES
+from engine.rewrite.meta import CATEGORIES
+from engine.rewrite.sources import RuleSources
 from engine.rewrite.steps import Step, step_from_neighbour, step_key
 
-EXTRA_STRATEGIES = ("dead_code_elimination",)        # implemented beyond the paper's 43
-SET_NAMES = ("all", "paper", "bitwise", "graph", "operator", "memory", "math")
+# set name -> which strategy blocks (engine.rewrite.rulebook.Strategy) it holds
+SETS = {
+    "all": lambda s: True,
+    "paper": lambda s: s.origin == "paper",
+    "extra": lambda s: s.origin == "extra",
+    "user": lambda s: s.origin == "user",
+    **{c: (lambda s, c=c: s.category == c) for c in CATEGORIES},
+}
+SET_NAMES = ("all", "paper", "extra", "user", "bitwise") + CATEGORIES
 
 
 class StepError(LeirError):
@@ -28,14 +38,16 @@ class StepError(LeirError):
 class Engine:
     """Rules loaded once; ``enumerate``, ``apply`` and ``stats`` over any number of programs.
 
-    ``rules``: a rules directory (default: the project's). ``strategies``: a set name, a
-    strategy name, or a list of them (default ``all``); only those strategies are loaded, which
-    makes every query cheaper."""
+    ``rules``: None (the built-in rules), a folder of rule files or a list of them (added to
+    the built-in rules; a folder with its own leir.egg is a complete rules directory that
+    replaces them), or a ``RuleSources``. ``strategies``: a set name, a strategy name, or a
+    list of them (default ``all``); only those strategies are loaded, which makes every query
+    cheaper."""
 
     def __init__(self, rules=None, strategies=None):
         from engine.rewrite.rulebook import load_rulebook
-        book = load_rulebook(rules)
-        self._rules = rules
+        self.rule_sources = RuleSources.of(rules)
+        book = load_rulebook(self.rule_sources)
         names, self.bitwise_only = resolve_strategies(book, strategies)
         self._all = len(names) == len(book.strategies)
         self._enum = Enumerator(rules, rulebook=book, strategies=None if self._all else names)
@@ -52,8 +64,13 @@ class Engine:
     def rulebook(self):
         return self._enum.book
 
+    @property
+    def rule_manifest(self) -> list[dict]:
+        """The rule files loaded, as results record them: ``[{"file", "sha256"}, ...]``."""
+        return self._enum.book.manifest()
+
     def strategy(self, name: str):
-        """The metadata of one strategy block (``engine.rewrite.rulebook.Strategy``)."""
+        """One strategy block (``engine.rewrite.rulebook.Strategy``; its typed header: ``.metadata``)."""
         try:
             return self._enum.strategies[name]
         except KeyError:
@@ -201,17 +218,12 @@ def resolve_strategies(book, spec) -> tuple[list[str], bool]:
     bitwise = "bitwise" in items
     items = [it for it in items if it != "bitwise"] or ["all"]
     by_name = book.by_name()
-    categories = {s.category for s in book.strategies}
     chosen: set[str] = set()
     for it in items:
-        if it == "all":
-            chosen |= set(order)
-        elif it == "paper":
-            chosen |= {n for n in order if n in SPEC_STRATEGIES and n not in EXTRA_STRATEGIES}
+        if it in SETS:
+            chosen |= {s.name for s in book.strategies if SETS[it](s)}
         elif it in by_name:
             chosen.add(it)
-        elif it in categories:
-            chosen |= {s.name for s in book.strategies if s.category == it}
         else:
             raise LeirError(f"unknown strategy or strategy set '{it}' (sets: {', '.join(SET_NAMES)}; "
                             f"strategies: {', '.join(order)})")

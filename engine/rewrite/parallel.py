@@ -12,7 +12,8 @@ def enumerate_in_processes(engine, programs: list, workers: int, strategies=None
     from engine.leir.procs import WorkerFailed, WorkerProcess
     from engine.rewrite.steps import Step
     spec = list(engine.strategies) + (["bitwise"] if engine.bitwise_only else [])
-    config = json.dumps({"rules": None if engine._rules is None else str(engine._rules), "strategies": spec})
+    config = json.dumps({"rules": engine.rule_sources.to_json(), "manifest": engine.rule_manifest,
+                         "strategies": spec})
     local = threading.local()
     procs: list = []
 

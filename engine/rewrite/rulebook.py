@@ -9,52 +9,32 @@ strategy's rules, up to the next header or the end of the file::
     ;; @K 1 @P 3 @S 2
     ;; @inverse loop_fusion
     ;; @exactness bitwise
+    ;; @benefit parallelism, vector_width
+    ;; @origin paper
     ;; @description divides one loop of a nest into two nested loops
     (rule (...) ((Step lhs rhs "loop_split" params)) :ruleset step :name "loop_split")
 
-Required keys: ``strategy category difficulty K P S inverse exactness description``. Examples
-(``@example`` / ``@after``, at least one per block, read into ``Strategy.examples``) are
-described in examples.py. Optional:
-
-* ``@range WHY``: some rules of the strategy are sound only while the values stay within a
-  range that a 16-bit float (f16, bf16) leaves in ordinary use, and those rules are guarded to
-  f32 / f64 arithmetic (``WideSite``, ``WideFloat`` or ``PartialsOK`` of rules/leir.egg, the
-  ``RANGE_RELATIONS``). WHY says what can overflow or underflow. A rule is range-dependent when
-  its result can become inf, NaN or 0 where the original stays finite, because it forms an
-  exponential, product or quotient that the original does not and whose magnitude exceeds the
-  original's values by a factor that is itself a data value (exp(a) for exp(a-b), b*c for
-  a/c + b, V/P for a data pivot P, a running sum of length n), not merely under cancellation
-  (a reassociation's hazard, bounded by the tolerance). ``engine.lint`` checks that a block has
-  ``@range`` exactly when some rule of it carries the guard.
+The header's directives (engine.rewrite.meta: required ``strategy category difficulty K P S
+inverse exactness description``, optional ``range benefit origin``) are read into a typed
+``StrategyMeta``; examples (``@example`` /
+``@after``, at least one per block) are read into ``Strategy.examples`` by examples.py; a bad value is a located problem of the rulebook, and an engine refuses to
+load it. ``@range WHY``: some rules of the strategy are sound only while the values stay
+within a range that a 16-bit float (f16, bf16) leaves in ordinary use, and those rules are
+guarded to f32 / f64 arithmetic (``WideSite``, ``WideFloat`` or ``PartialsOK`` of
+rules/leir.egg, the ``RANGE_RELATIONS``). WHY says what can overflow or underflow. A rule is
+range-dependent when its result can become inf, NaN or 0 where the original stays finite,
+because it forms an exponential, product or quotient that the original does not and whose
+magnitude exceeds the original's values by a factor that is itself a data value (exp(a) for
+exp(a-b), b*c for a/c + b, V/P for a data pivot P, a running sum of length n), not merely
+under cancellation (a reassociation's hazard, bounded by the tolerance). ``engine.lint``
+checks that a block has ``@range`` exactly when some rule of it carries the guard.
 
 Rules in a block are written with ``:ruleset step``; the loader moves each block into its
 own ruleset ``s_<strategy>`` (same line, so egglog's error spans stay right) and defines
 ``step`` as the union of all of them, so a query can run any subset for one iteration.
-Adding a strategy is adding a block: no Python change.
-
-Value rewrites (the math strategies) are declared as identities instead of rules::
-
-    (identity "powsimp/exp_product" "expand_powsimp/exp_sum"
-              (Bin "*" (Call "exp" (ECons a (ENil))) (Call "exp" (ECons b (ENil))))
-              (Call "exp" (ECons (Bin "+" a b) (ENil)))
-              :range "expand_powsimp/exp_sum")
-
-LEFT = RIGHT holds for real numbers; the first rule rewrites LEFT into RIGHT, the optional
-second one (of the inverse strategy) RIGHT into LEFT. Each rule belongs to the block its
-name's strategy heads (in the same file). Options: ``:when (GUARD ...)`` extra guards (both
-directions), ``:range NAME ...`` the rules that are range-dependent, and, for one-way
-identities, ``:let ((VAR TERM) ...)`` terms bound for RIGHT and ``:params P`` (a Params
-chain). The loader expands each rule in place (same line) into::
-
-    (rule ((MathSite e s) (= e LEFT) GUARD ... (= s (Eqn lhs r init)))
-          (LET ... (Step s (Eqn lhs (RepV r e RIGHT) init) "NAME" (PExpr "expr" e P)))
-          :ruleset s_<strategy> :name "NAME")
-
-``(MathSite e s)``: e is a value position of the floating-point equation s whose output may
-be rounded differently (rules/leir.egg); a range-dependent rule uses ``(WideSite e s)``, a
-MathSite whose arithmetic is f32 / f64. The parameter ``expr`` (the text of e) tells the
-rule's matches in one equation apart; P (default ``(PNil)``) follows it. The names ``e s lhs r init`` are the template's:
-guards may read ``lhs``, LEFT and RIGHT may not use them.
+Value rewrites are declared as identities (engine.rewrite.identities), expanded into rules
+in place. Adding a strategy is adding a block: no Python change. Which files are loaded:
+engine.rewrite.sources.
 """
 from __future__ import annotations
 
@@ -63,74 +43,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.rewrite.examples import KEYS as EXAMPLE_KEYS, read_examples
+# names of the modules this one was split into, re-exported for the code that imports them from here
+from engine.rewrite.identities import (IDENTITY, IDENTITY_OPTIONS, TEMPLATE_NAMES, Identity,  # noqa: F401
+                                       expand_identities, parse_identity)
+from engine.rewrite.meta import (EXACTNESS, OPTIONAL, REQUIRED, StrategyMeta, read_meta,  # noqa: F401
+                                 scan_headers)
+from engine.rewrite.sexp import TOKEN, SExp, SExpError, keyword, read_sexps, sexp_text  # noqa: F401
+from engine.rewrite.sources import RULES_DIR, SCHEMA_FILE, RuleSources, manifest  # noqa: F401
 
-
-def _rules_dir() -> Path:
-    """The project's rules: package data of ``engine.rules`` when installed from a wheel, the
-    top-level rules/ directory of the source tree otherwise (a checkout, an editable install)."""
-    package = Path(__file__).resolve().parent.parent          # engine/
-    installed = package / "rules"
-    return installed if (installed / "leir.egg").is_file() else package.parent / "rules"
-
-
-RULES_DIR = _rules_dir()
-SCHEMA_FILE = "leir.egg"
-
-# identifier -> (category, paper bucket); strategies.md 1.1 / 1.3 / 1.6
-SPEC_STRATEGIES: dict[str, tuple[str, str]] = {
-    "operator_fusion": ("graph", "medium"),
-    "operator_fission": ("graph", "easy"),
-    "compute_inline": ("graph", "medium"),
-    "expression_splitting": ("graph", "medium"),
-    "tensor_concat_to_fuse_operators": ("graph", "difficult"),
-    "tensor_split_to_decouple_operators": ("graph", "difficult"),
-    "common_subexpression_elimination": ("graph", "difficult"),
-    "expression_reorder": ("graph", "medium"),
-    "dead_code_elimination": ("graph", "medium"),  # open decision 2, settled in rules/dce.egg
-    "loop_reorder": ("operator", "medium"),
-    "loop_tiling": ("operator", "difficult"),
-    "loop_split": ("operator", "difficult"),
-    "loop_fusion": ("operator", "difficult"),
-    "loop_unrolling": ("operator", "medium"),
-    "loop_parallelization": ("operator", "medium"),
-    "loop_vectorization": ("operator", "medium"),
-    "loop_binding": ("operator", "medium"),
-    "reduction_factorization": ("operator", "difficult"),
-    "cache_read_write": ("memory", "difficult"),
-    "layout_transformation": ("memory", "difficult"),
-    "set_storage_scope": ("memory", "difficult"),
-    "set_storage_layout": ("memory", "difficult"),
-    "precompute_indices": ("memory", "difficult"),
-    "factorization": ("math", "easy"),
-    "expand_factorization": ("math", "easy"),
-    "cancellation": ("math", "easy"),
-    "expand_cancellation": ("math", "easy"),
-    "apart": ("math", "easy"),
-    "together": ("math", "easy"),
-    "powsimp": ("math", "easy"),
-    "expand_powsimp": ("math", "easy"),
-    "logsimp": ("math", "easy"),
-    "expand_log": ("math", "easy"),
-    "collect": ("math", "easy"),
-    "expand_collect": ("math", "easy"),
-    "partially_equivalent_then_correct": ("math", "difficult"),
-    "exponential_split": ("math", "medium"),
-    "multiplicative_split": ("math", "medium"),
-    "additive_split": ("math", "medium"),
-    "normal_loop_max_to_prefix_max": ("math", "difficult"),
-    "normal_loop_summation_on_exp_to_prefix_summation_on_exp": ("math", "difficult"),
-    "online_softmax": ("math", "difficult"),
-    "flashattention_wo_tiling": ("math", "difficult"),
-    "normal_matmul_to_prefix_matmul_based_on_online_softmax": ("math", "difficult"),
-}
-METADATA_KEYS = ("strategy", "category", "difficulty", "K", "P", "S", "inverse", "exactness", "description")
-OPTIONAL_KEYS = ("range",)
-EXACTNESS = ("bitwise", "reassociating")
+METADATA_KEYS = REQUIRED
+OPTIONAL_KEYS = OPTIONAL
 # relations whose use in a rule's query makes it range-guarded (f32 / f64 arithmetic only)
 RANGE_RELATIONS = ("WideSite", "WideFloat", "PartialsOK")
-IDENTITY = "identity"
-TEMPLATE_NAMES = ("e", "s", "lhs", "r", "init")      # bound by the identity rule template
-IDENTITY_OPTIONS = (":when", ":let", ":params", ":range")
+
+
+class Problem(tuple):
+    """A problem of the rule files: unpacks as (file, line, message); ``col`` is its column."""
+
+    def __new__(cls, file: str, line: int, msg: str, col: int = 1):
+        p = super().__new__(cls, (file, line, msg))
+        p.col = col
+        return p
 
 
 @dataclass
@@ -140,9 +73,10 @@ class Strategy:
     name: str
     file: str
     line: int
-    meta: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)           # each directive's text as written
     meta_lines: dict[str, int] = field(default_factory=dict)
     rules: list[str] = field(default_factory=list)        # rule :name values, in file order
+    metadata: StrategyMeta | None = None                  # the typed header (None: it has problems)
     examples: list = field(default_factory=list)          # examples.Example cases, in file order
 
     @property
@@ -159,6 +93,14 @@ class Strategy:
         return self.meta.get("range", "")
 
     @property
+    def origin(self) -> str:
+        return self.metadata.origin if self.metadata else self.meta.get("origin", "user")
+
+    @property
+    def benefit(self) -> tuple[str, ...]:
+        return self.metadata.benefit if self.metadata else ()
+
+    @property
     def ruleset(self) -> str:
         return "s_" + self.name
 
@@ -168,216 +110,18 @@ class Strategy:
         return 0.1 * k + 0.5 * (p - 1) + s
 
 
-# ------------------------------------------------------------------ s-expressions
-
-
-@dataclass
-class SExp:
-    """A parsed form: list items or an atom, with its 1-based line and column."""
-
-    value: object          # list[SExp] | str (atoms keep their source text; strings quoted)
-    line: int
-    col: int
-    start: int = -1        # offsets of the form in its text (lists only): text[start:end]
-    end: int = -1
-
-    @property
-    def is_list(self) -> bool:
-        return isinstance(self.value, list)
-
-    @property
-    def head(self) -> str | None:
-        if self.is_list and self.value and not self.value[0].is_list:
-            return self.value[0].value
-        return None
-
-
-_TOKEN = re.compile(r'\s+|;[^\n]*|"(?:[^"\\]|\\.)*"|[()]|[^\s()";]+')
-
-
-class SExpError(Exception):
-    def __init__(self, msg, line, col):
-        super().__init__(msg)
-        self.line, self.col = line, col
-
-
-def read_sexps(text: str) -> list[SExp]:
-    """Top-level forms of an egglog file (comments dropped)."""
-    stack: list[SExp] = [SExp([], 0, 0)]
-    line, lstart = 1, 0
-    for m in _TOKEN.finditer(text):
-        tok = m.group()
-        col = m.start() - lstart + 1
-        if tok[0].isspace() or tok[0] == ";":
-            n = tok.count("\n")
-            if n:
-                line += n
-                lstart = m.start() + tok.rfind("\n") + 1
-            continue
-        if tok == "(":
-            node = SExp([], line, col, m.start())
-            stack[-1].value.append(node)
-            stack.append(node)
-        elif tok == ")":
-            if len(stack) == 1:
-                raise SExpError("unbalanced ')'", line, col)
-            stack.pop().end = m.end()
-        else:
-            stack[-1].value.append(SExp(tok, line, col))
-    if len(stack) != 1:
-        raise SExpError("unclosed '('", stack[-1].line, stack[-1].col)
-    return stack[0].value
-
-
-def sexp_text(x: SExp) -> str:
-    """The form on one line (atoms as written, one space between items)."""
-    if not x.is_list:
-        return x.value
-    return "(" + " ".join(sexp_text(c) for c in x.value) + ")"
-
-
-def keyword(form: SExp, key: str) -> SExp | None:
-    """The value after ``:key`` in a form, if present."""
-    items = form.value
-    for i, it in enumerate(items[:-1]):
-        if not it.is_list and it.value == key:
-            return items[i + 1]
-    return None
-
-
-# ------------------------------------------------------------------ blocks
-
-
-_DIRECTIVE = re.compile(r"@(\w+)\s*((?:(?!\s@\w).)*)")
-
-
-@dataclass
-class Identity:
-    """One ``(identity NAME [NAME] LEFT RIGHT options...)`` form of a rule file."""
-
-    names: list[str]                  # the rule rewriting LEFT into RIGHT, then the reverse one if any
-    left: SExp
-    right: SExp
-    when: list[SExp]
-    lets: list[SExp]                  # (VAR TERM) pairs
-    params: SExp | None
-    range: list[str]                  # rule names (of ``names``) that are range-dependent
-    form: SExp
-
-    def directions(self) -> list[tuple[str, SExp, SExp]]:
-        """(rule name, pattern, replacement) of each rule the identity declares."""
-        out = [(self.names[0], self.left, self.right)]
-        if len(self.names) > 1:
-            out.append((self.names[1], self.right, self.left))
-        return out
-
-    def rule_text(self, name: str, pattern: SExp, replacement: SExp) -> str:
-        """The egglog rule of one direction, on one line (see the module docstring)."""
-        site = "WideSite" if name in self.range else "MathSite"
-        guards = "".join(" " + sexp_text(g) for g in self.when)
-        lets = "".join(f"(let {sexp_text(v.value[0])} {sexp_text(v.value[1])}) " for v in self.lets)
-        params = f'(PExpr "expr" e {sexp_text(self.params) if self.params is not None else "(PNil)"})'
-        ruleset = "s_" + name.split("/")[0]
-        return (f"(rule (({site} e s) (= e {sexp_text(pattern)}){guards} (= s (Eqn lhs r init))) "
-                f"({lets}(Step s (Eqn lhs (RepV r e {sexp_text(replacement)}) init) \"{name}\" {params})) "
-                f":ruleset {ruleset} :name \"{name}\")")
-
-
-def parse_identity(form: SExp) -> tuple[Identity | None, list[tuple[int, int, str]]]:
-    """The identity a form declares, or None and the problems (line, col, message)."""
-    items = form.value[1:]
-    names: list[str] = []
-    while items and not items[0].is_list and items[0].value.startswith('"'):
-        names.append(items[0].value.strip('"'))
-        items = items[1:]
-    where = (form.line, form.col)
-    if not 1 <= len(names) <= 2:
-        return None, [(*where, "an identity names one rule (LEFT to RIGHT) or two (and RIGHT to LEFT)")]
-    if len(items) < 2 or not items[0].is_list or not items[1].is_list:
-        return None, [(*where, f"identity '{names[0]}' needs two terms, LEFT and RIGHT, after its rule names")]
-    left, right, rest = items[0], items[1], items[2:]
-    opts: dict[str, list[SExp]] = {}
-    problems = []
-    i = 0
-    while i < len(rest):
-        k = rest[i]
-        if k.is_list or k.value not in IDENTITY_OPTIONS:
-            problems.append((k.line, k.col, f"identity '{names[0]}': expected one of {', '.join(IDENTITY_OPTIONS)}"))
-            break
-        vals = []
-        i += 1
-        while i < len(rest) and (rest[i].is_list or not rest[i].value.startswith(":")):
-            vals.append(rest[i])
-            i += 1
-        if k.value in opts:
-            problems.append((k.line, k.col, f"identity '{names[0]}': {k.value} given twice"))
-        opts[k.value] = vals
-    when = [g for v in opts.get(":when", []) for g in (v.value if v.is_list else [v])]
-    lets = [lt for v in opts.get(":let", []) for lt in (v.value if v.is_list else [v])]
-    params = opts.get(":params", [None])
-    rng = [v.value.strip('"') for v in opts.get(":range", []) if not v.is_list]
-    for g in when:
-        if not g.is_list:
-            problems.append((g.line, g.col, f"identity '{names[0]}': :when takes a list of guards, (GUARD ...)"))
-    for lt in lets:
-        if not lt.is_list or len(lt.value) != 2 or lt.value[0].is_list:
-            problems.append((lt.line, lt.col, f"identity '{names[0]}': :let takes (VAR TERM) pairs"))
-    if len(params) != 1 or (params[0] is not None and not params[0].is_list):
-        problems.append((form.line, form.col, f"identity '{names[0]}': :params takes one Params term"))
-    if len(names) == 2 and (lets or params[0] is not None):
-        problems.append((form.line, form.col, f"identity '{names[0]}': :let and :params need a one-way identity "
-                                              "(the reverse rule could not bind them)"))
-    for n in opts.get(":range", []):
-        if n.is_list or n.value.strip('"') not in names:
-            problems.append((n.line, n.col, f"identity '{names[0]}': :range names a rule of this identity"))
-    if problems:
-        return None, problems
-    return Identity(names, left, right, when, lets, params[0], rng, form), []
-
-
-def expand_identities(text: str, identities: list[Identity]) -> str:
-    """``text`` with each identity form replaced by its rules, on the form's first line (the
-    newlines of the form are kept, so every later line keeps its number)."""
-    out, pos = [], 0
-    for ident in sorted(identities, key=lambda i: i.form.start):
-        f = ident.form
-        rules = " ".join(ident.rule_text(*d) for d in ident.directions())
-        out.append(text[pos:f.start])
-        out.append(rules + "\n" * text.count("\n", f.start, f.end))
-        pos = f.end
-    out.append(text[pos:])
-    return "".join(out)
-
-
 def parse_blocks(text: str, filename: str):
-    """(strategies, forms outside any block, problems as (line, message), identities) of one
-    rule file."""
+    """(strategies, forms outside any block, problems as (line, col, message), identities) of
+    one rule file."""
+    headers, problems = scan_headers(text, filename, foreign=EXAMPLE_KEYS)
     starts: list[Strategy] = []
-    problems: list[tuple[int, str]] = []
-    current: Strategy | None = None
-    for no, raw in enumerate(text.splitlines(), 1):
-        s = raw.strip()
-        if not s.startswith(";;") or "@" not in s:
-            continue
-        body = s.lstrip(";").strip()
-        if not body.startswith("@"):
-            continue
-        for m in _DIRECTIVE.finditer(body):
-            key, value = m.group(1), m.group(2).strip()
-            if key in EXAMPLE_KEYS:                       # examples.py reads these
-                break
-            if key == "strategy":
-                current = Strategy(value, filename, no)
-                starts.append(current)
-                current.meta["strategy"] = value
-                current.meta_lines["strategy"] = no
-            elif current is None:
-                problems.append((no, f"directive @{key} outside a strategy block"))
-            elif key in current.meta:
-                problems.append((no, f"duplicate @{key} in block '{current.name}'"))
-            else:
-                current.meta[key] = value
-                current.meta_lines[key] = no
+    for h in headers:
+        st = Strategy(h.name, filename, h.line)
+        st.meta = {k: v[0][0] for k, v in h.entries.items()}
+        st.meta_lines = {k: v[0][1] for k, v in h.entries.items()}
+        st.metadata, probs = read_meta(h)
+        problems.extend(probs)
+        starts.append(st)
     forms = read_sexps(text)
     outside: list[SExp] = []
     identities: list[Identity] = []
@@ -385,13 +129,13 @@ def parse_blocks(text: str, filename: str):
     for f in forms:
         if f.head == IDENTITY:
             ident, probs = parse_identity(f)
-            problems.extend((line, msg) for line, _, msg in probs)
+            problems.extend(probs)
             if ident is None:
                 continue
             for name in ident.names:
                 st = by_name.get(name.split("/")[0])
                 if st is None or "/" not in name:
-                    problems.append((f.line, f"identity rule '{name}' must be named '<strategy>/<variant>' after a "
+                    problems.append((f.line, f.col, f"identity rule '{name}' must be named '<strategy>/<variant>' after a "
                                              "strategy block of this file"))
                 else:
                     st.rules.append(name)
@@ -407,7 +151,7 @@ def parse_blocks(text: str, filename: str):
         if f.head in ("rule", "rewrite", "birewrite"):
             name = keyword(f, ":name")
             owner.rules.append(name.value.strip('"') if name is not None else "")
-    problems.extend((line, msg) for line, _, msg in read_examples(text, filename, starts))
+    problems.extend(read_examples(text, filename, starts))
     return starts, outside, problems, identities
 
 
@@ -428,9 +172,14 @@ class Rulebook:
     files: list[Path]
     texts: dict[str, str]               # file -> its text as written
     strategies: list[Strategy]
-    problems: list[tuple[str, int, str]]
+    problems: list[Problem]             # (file, line, message), .col
     identities: dict[str, list[Identity]] = field(default_factory=dict)   # file -> its identity forms
     expanded: dict[str, str] = field(default_factory=dict)   # file -> text with identities expanded into rules
+    sources: RuleSources = field(default_factory=RuleSources)
+
+    def manifest(self) -> list[dict]:
+        """The rule files as a result records them: name and sha256 of each (sources.manifest)."""
+        return manifest(self.files, self.texts)
 
     def text(self, f) -> str:
         """The egglog text of a file: identity forms expanded into their rules."""
@@ -482,7 +231,7 @@ def blank_ruleset(text: str, ruleset) -> str:
     out = list(text)
     depth, start = 0, 0
     tag = re.compile(r":ruleset\s+(?:" + "|".join(re.escape(n) for n in names) + r")(?![\w-])")
-    for m in _TOKEN.finditer(text):
+    for m in TOKEN.finditer(text):
         tok = m.group()
         if tok == "(":
             if depth == 0:
@@ -499,42 +248,48 @@ def blank_ruleset(text: str, ruleset) -> str:
     return "".join(out)
 
 
-def rule_files(path: str | Path | None = None) -> list[Path]:
-    """leir.egg first, then the other .egg files of the directory in name order."""
-    d = Path(path) if path is not None else RULES_DIR
-    if d.is_file():
-        d = d.parent
-    schema = d / SCHEMA_FILE
-    if not schema.is_file():
-        from engine.leir.diagnostics import LeirError
-        hint = " (the installation lacks its rule files: reinstall it, or pass --rules DIR)" if path is None else ""
-        raise LeirError(f"no rule schema {SCHEMA_FILE} in {d}{hint}", file=str(d))
-    others = sorted(p for p in d.glob("*.egg") if p.name != SCHEMA_FILE)
-    return [schema] + others
 
 
-def load_rulebook(path: str | Path | None = None) -> Rulebook:
-    files = rule_files(path)
+def rule_files(path=None) -> list[Path]:
+    """The files ``path`` (None, a folder, a list of folders or a RuleSources) loads: the
+    schema first, then the strategy files (engine.rewrite.sources)."""
+    return RuleSources.of(path).files()
+
+
+def load_rulebook(path=None) -> Rulebook:
+    """The rulebook of the built-in rules (None), a rules folder, a list of folders (added to
+    the built-in rules) or a ``RuleSources``."""
+    sources = RuleSources.of(path)
+    files = sources.files()
     texts: dict[str, str] = {}
     strategies: list[Strategy] = []
-    problems: list[tuple[str, int, str]] = []
+    problems: list[Problem] = []
     identities: dict[str, list[Identity]] = {}
     expanded: dict[str, str] = {}
+    seen: dict[str, Strategy] = {}
     for f in files:
         text = f.read_text()
         texts[str(f)] = text
         try:
             blocks, _, probs, idents = parse_blocks(text, str(f))
         except SExpError as e:
-            problems.append((str(f), e.line, str(e)))
+            problems.append(Problem(str(f), e.line, str(e), e.col))
             continue
-        if f.name == SCHEMA_FILE and (blocks or idents):
+        if f == files[0] and (blocks or idents):
             line = blocks[0].line if blocks else idents[0].form.line
-            problems.append((str(f), line, "strategy blocks and identities belong in the strategy files, not the schema"))
+            problems.append(Problem(str(f), line, "strategy blocks and identities belong in the strategy files, "
+                                    "not the schema"))
             continue
+        for b in blocks:
+            if b.name in seen:
+                first = seen[b.name]
+                problems.append(Problem(str(f), b.line, f"strategy '{b.name}' already has a block at "
+                                                     f"{first.file}:{first.line}", b.metadata.at("strategy")[1]
+                                        if b.metadata else 1))
+            seen.setdefault(b.name, b)
         strategies.extend(blocks)
-        problems.extend((str(f), line, msg) for line, msg in probs)
+        problems.extend(Problem(str(f), line, msg, col) for line, col, msg in probs)
         if idents:
             identities[str(f)] = idents
             expanded[str(f)] = expand_identities(text, idents)
-    return Rulebook(files, texts, strategies, problems, identities, expanded)
+    return Rulebook(files, texts, strategies, problems, identities, expanded, sources)

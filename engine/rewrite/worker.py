@@ -12,8 +12,10 @@ def _serve(argv: list[str]) -> None:
     from engine.leir.files import program_from_json
     from engine.leir.procs import serve
     from engine.rewrite.engine import Engine
+    from engine.rewrite.sources import RuleSources, check_same_rules
     config = json.loads(argv[1])
-    engine = Engine(config["rules"], config["strategies"])
+    engine = Engine(RuleSources.from_json(config["rules"]), config["strategies"])
+    check_same_rules(config["manifest"], engine.rule_manifest, "the worker's rule set")      # changed since the parent loaded them
 
     def handle(request):
         record, strategies = request
