@@ -7,10 +7,13 @@ from typing import Optional
 
 from engine.leir.diagnostics import LeirError
 
+from .constraint import MODES
+
 ALGORITHM_NAMES = ("greedy", "beam", "bfs", "dfs", "mcts", "chain", "chain-no-parent")
 POLICY_NAMES = ("llm", "llm-free", "cost", "measure", "random")
 TARGET_NAMES = ("llvm", "cuda")
-CONSTRAINTS = ("choice", "json", "none")     # how an llm answer is tied to the menu
+CONSTRAINTS = MODES                          # how an llm answer is tied to the menu (search.constraint)
+MENU_DETAILS = ("compact", "full")           # menu entries: what changes | whole changed statements
 
 
 @dataclass
@@ -41,12 +44,13 @@ class SearchOptions:
     endpoint: Optional[str] = None    # llm policies: OpenAI-compatible base URL
     model: Optional[str] = None
     api_key_env: str = "OPENAI_API_KEY"
-    constraint: str = "choice"
+    constraint: str = "auto"
     temperature: float = 0.3
     max_tokens: int = 4096
     llm_timeout: float = 120.0
     retries: int = 4
     menu_size: int = 40
+    menu_detail: str = "compact"
     system_prompt: str = "You are a helpful IR optimization assistant."
     gpu_name: str = "H20-3e"
     extra: dict = field(default_factory=dict)
