@@ -79,7 +79,7 @@ class _LLMPolicy(Policy):
         rejected: list = []
         while True:
             forms = [f for f in neg.candidates() if f.name not in tried_now] or [FORM["none"]]
-            form, last = forms[0], len(forms) == 1
+            form = forms[0]
             tried_now.add(form.name)
             messages, n, parts = build(form)
             res, call = self._try(req, form, messages, min(n, neg.n_max or n), parts, shown)
@@ -87,7 +87,7 @@ class _LLMPolicy(Policy):
                 if auto and res.error.get("validation") and not neg.settled:
                     neg.note(form, "rejected", call, f"HTTP {res.error.get('status')}: {res.error.get('message')}")
                     rejected.append(form.name)
-                    if not last:
+                    if any(f.name not in tried_now for f in neg.candidates()):
                         continue
                     neg.forget(rejected)
                 return [], [{"reason": "llm error", "message": f"{res.error['type']}: {res.error['message']}",
@@ -98,7 +98,7 @@ class _LLMPolicy(Policy):
                 neg.note(form, "ignored", call, f"answer not in the form: {off[0][:200]!r}")
                 if neg.kept == form.name:
                     neg.kept = None                 # it only looked kept: the server ignores it
-                if not last:
+                if any(f.name not in tried_now for f in neg.candidates()):
                     continue
             elif auto and not neg.settled:
                 neg.note(form, "accepted", call)
