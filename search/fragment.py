@@ -4,8 +4,8 @@ A menu shows dozens of steps of the same program; repeating whole statements (ev
 with its ``^{f32,g}`` annotation) made the softmax menu 7,293 tokens. ``compact_change``
 diffs the program before and after the step over statements, then over LEIR tokens (a loop
 header, a tensor reference with its indices, an identifier, a number, a character) and shows,
-for each changed region, the new text from the first to the last changed token with a few
-tokens of context (``…`` for the rest; ``- old`` when the step only deletes). Tensors in global memory are written without their
+for each change, the new tokens with a couple of tokens of context (``…`` for the rest;
+``- old`` when the step only deletes). Tensors in global memory are written without their
 annotation (``A_{tx,a}`` for ``A^{f32,g}_{tx,a}``); any other scope keeps it, so a change of
 scope stays visible. When the hunks would be longer than the changed statements themselves,
 those statements are shown instead. Pure and deterministic: the same programs give the same
@@ -47,26 +47,36 @@ def changed_statements(before, after) -> list[str]:
     return out
 
 
-CONTEXT = 3          # unchanged tokens kept on each side of a change
+CONTEXT = 2          # unchanged tokens kept on each side of a change
+MAX_CHARS = 120      # a longer change is cut there (the strategy and its parameters name the step anyway)
 
 
 def _span(old: list[str], new: list[str]) -> str:
-    """The new text between the common prefix and suffix of ``old`` and ``new`` (plus a few
-    tokens of context, ``…`` for what is left out); ``- old`` when the step only deletes."""
-    p = 0
-    while p < min(len(old), len(new)) and old[p] == new[p]:
-        p += 1
-    s = 0
-    while s < min(len(old), len(new)) - p and old[-1 - s] == new[-1 - s]:
-        s += 1
-    side, toks = ("", new) if len(new) > p + s else ("- ", old)
-    start, end = max(0, p - CONTEXT), len(toks) - max(0, s - CONTEXT)
-    return side + ("…" if start > 0 else "") + "".join(toks[start:end]) + ("…" if end < len(toks) else "")
+    """The changed tokens of ``new`` with ``CONTEXT`` tokens around each change (hunks closer
+    than that merged; ``…`` for what is left out); ``- old`` when the step only deletes."""
+    ops = [op for op in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if not any(j2 > j1 for _t, _i1, _i2, j1, j2 in ops):
+        return "- " + "".join(old[ops[0][1]:ops[-1][2]]) if ops else ""
+    windows: list[list[int]] = []
+    for _tag, _i1, _i2, j1, j2 in ops:
+        lo, hi = max(0, j1 - CONTEXT), min(len(new), j2 + CONTEXT)
+        if windows and lo <= windows[-1][1]:
+            windows[-1][1] = max(windows[-1][1], hi)
+        else:
+            windows.append([lo, hi])
+    out, seen = [], set()
+    for lo, hi in windows:
+        piece = "".join(new[lo:hi])
+        if piece not in seen:
+            seen.add(piece)
+            out.append(("…" if lo > 0 else "") + piece + ("…" if hi < len(new) else ""))
+    return "".join(out).replace("……", "…")
 
 
 def compact_change(before, after) -> str:
     """Per changed region of statements, the changed span of its new text (``; ``-separated),
-    or the changed statements in compact notation when those are shorter."""
+    or the changed statements in compact notation when those are shorter; at most
+    ``MAX_CHARS`` characters."""
     a, b = statements(before), statements(after)
     spans: list[str] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
@@ -76,7 +86,8 @@ def compact_change(before, after) -> str:
     whole = " ".join(compact_leir(s) for s in changed_statements(before, after))
     if not diff:
         return "(statements reordered)"
-    return whole if whole and len(whole) < len(diff) else diff
+    text = whole if whole and len(whole) < len(diff) else diff
+    return text if len(text) <= MAX_CHARS else text[:MAX_CHARS].rstrip() + "…"
 
 
 def full_change(before, after) -> str:

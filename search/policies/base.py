@@ -72,3 +72,11 @@ def stratified(menu: list, rng: random.Random) -> list:
             if g:
                 out.append(g.pop())
     return out
+
+
+def shown_menu(menu: list, size: int, rng: random.Random) -> list:
+    """The entries a model is shown (at most ``size``, strategies taking turns, in menu order);
+    the prompt numbers them 1..m."""
+    if len(menu) <= size:
+        return list(menu)
+    return sorted(stratified(menu, rng)[:size], key=lambda c: c.number)

@@ -20,7 +20,7 @@ from ..answers import AnswerError, parse_free_answer, parse_menu_answer
 from ..client import ChatClient
 from ..constraint import FORM, Negotiator, free_schema, in_free_form, in_menu_form, menu_answer_kind
 from ..prompt import PromptOptions, free_messages, menu_messages
-from .base import Policy, Proposal, Request, stratified
+from .base import Policy, Proposal, Request, shown_menu
 
 
 class _LLMPolicy(Policy):
@@ -138,9 +138,7 @@ class MenuLLMPolicy(_LLMPolicy):
 
     def shown(self, req: Request) -> list:
         """The entries the model sees, in menu order; they are shown as 1..m."""
-        if len(req.menu) <= self.options.menu_size:
-            return list(req.menu)
-        return sorted(stratified(req.menu, self.rng)[:self.options.menu_size], key=lambda c: c.number)
+        return shown_menu(req.menu, self.options.menu_size, self.rng)
 
     def propose(self, req: Request) -> list[Proposal]:
         shown = self.shown(req)
