@@ -10,7 +10,9 @@ tries it. The order of the table is the order ``auto`` tries, most specific firs
 error* (HTTP 400/422, or a 500 whose body is a request-validation error: see
 ``search.client``) means the server does not speak it, an answer *not in the form* (prose
 under a number constraint) means the server ignored it; either way the same prompt is sent
-again in the next form. The first form answered in its own shape is kept for the run (and
+again in the next form. Free-form answers (``llm-free``) are the paper's, for models trained
+to write them (thinking, ``<answer>`` tags): ``auto`` constrains nothing there; the JSON
+forms are explicit modes. The first form answered in its own shape is kept for the run (and
 for a resumed run). Every try is recorded (``Negotiator.state``); the calls themselves are
 in the trajectory's ``llm_calls`` with the form they used.
 """
@@ -62,7 +64,7 @@ class Form:
     answer: str                                   # "number" | "json" (menu answers)
     menu: Optional[Callable]                      # (numbers, k) -> {"extra_body"?, "response_format"?}
     free: Optional[Callable]                      # (schema) -> the same, for llm-free; None: not for it
-    auto: bool = True                             # tried by --constraint auto
+    auto: tuple = ("menu",)                       # the policies whose --constraint auto tries it
 
 
 FORMS: tuple[Form, ...] = (
@@ -83,9 +85,9 @@ FORMS: tuple[Form, ...] = (
          lambda schema: _json_schema(FREE_SCHEMA_NAME, schema)),
     Form("vllm-json", "vLLM (structured_outputs json)", "json",
          lambda nums, k: {"extra_body": {"structured_outputs": {"json": menu_schema(nums, k)}}},
-         lambda schema: {"extra_body": {"structured_outputs": {"json": schema}}}, auto=False),
+         lambda schema: {"extra_body": {"structured_outputs": {"json": schema}}}, auto=()),
     Form("none", "any server (nothing sent; answers parsed and checked)", "number",
-         lambda nums, k: {}, lambda schema: {}),
+         lambda nums, k: {}, lambda schema: {}, auto=("menu", "free")),
 )
 FORM = {f.name: f for f in FORMS}
 MODES = ("auto",) + tuple(f.name for f in FORMS)
@@ -152,7 +154,7 @@ class Negotiator:
         settled) every auto form not yet ruled out."""
         if self.kept is not None:
             return [FORM[self.kept]]
-        out = [f for f in FORMS if f.auto and self._usable(f) and f.name not in self.ruled_out()]
+        out = [f for f in FORMS if self.purpose in f.auto and self._usable(f) and f.name not in self.ruled_out()]
         return out or [FORM["none"]]
 
     def ruled_out(self) -> set:
