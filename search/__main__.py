@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm-timeout", type=float, default=d.llm_timeout, help="seconds per LLM request")
     p.add_argument("--retries", type=int, default=d.retries, help="retries on 429/5xx/timeouts (backoff)")
     p.add_argument("--menu-size", type=int, default=d.menu_size, help="menu entries shown to the model at most")
+    p.add_argument("--prompt-tokens", type=int, default=d.prompt_tokens,
+                   help="menu entries beyond what keeps the prompt within this many tokens are left out (a "
+                        "tokenizer-free estimate, on the high side; default 2000)")
     p.add_argument("--menu-detail", choices=MENU_DETAILS, default=d.menu_detail,
                    help="menu entries show what changes (compact, default) or the whole changed statements (full)")
     p.add_argument("--system-prompt", default=d.system_prompt)
@@ -99,7 +102,7 @@ def _main(argv) -> int:
         "algorithm", "policy", "budget", "target", "seed", "strategies", "iterations", "per_node", "beam_width",
         "max_depth", "rollout_depth", "trials", "timeout", "workers", "min_repeat_ms", "repeat", "confirm", "screen",
         "explore", "cost_db", "endpoint", "model", "api_key_env", "constraint", "temperature", "max_tokens",
-        "llm_timeout", "retries", "menu_size", "menu_detail", "system_prompt", "gpu_name")})
+        "llm_timeout", "retries", "menu_size", "menu_detail", "prompt_tokens", "system_prompt", "gpu_name")})
     if "," in opts.strategies:
         opts.strategies = [s.strip() for s in opts.strategies.split(",") if s.strip()]
     opts.validate()

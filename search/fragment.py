@@ -47,8 +47,8 @@ def changed_statements(before, after) -> list[str]:
     return out
 
 
-CONTEXT = 2          # unchanged tokens kept on each side of a change
-MAX_CHARS = 120      # a longer change is cut there (the strategy and its parameters name the step anyway)
+CONTEXT = 1          # unchanged tokens kept on each side of a change
+MAX_CHARS = 64      # a longer change is cut there (the strategy and its parameters name the step anyway)
 
 
 def _span(old: list[str], new: list[str]) -> str:

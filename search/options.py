@@ -51,6 +51,7 @@ class SearchOptions:
     retries: int = 4
     menu_size: int = 40
     menu_detail: str = "compact"
+    prompt_tokens: int = 2000         # menu entries are left out beyond this many (estimated) prompt tokens
     system_prompt: str = "You are a helpful IR optimization assistant."
     gpu_name: str = "H20-3e"
     extra: dict = field(default_factory=dict)
@@ -75,6 +76,7 @@ class SearchOptions:
         need(self.screen >= 1, "--screen must be at least 1")
         need(0.0 <= self.explore <= 1.0, "--explore must be between 0 and 1")
         need(self.menu_size >= 1, "--menu-size must be at least 1")
+        need(self.prompt_tokens >= 1, "--prompt-tokens must be at least 1")
         need(self.retries >= 0, "--retries must be at least 0")
         need(self.timeout > 0 and self.llm_timeout > 0, "timeouts must be positive")
         if self.policy in ("llm", "llm-free"):

@@ -74,9 +74,10 @@ def stratified(menu: list, rng: random.Random) -> list:
     return out
 
 
-def shown_menu(menu: list, size: int, rng: random.Random) -> list:
-    """The entries a model is shown (at most ``size``, strategies taking turns, in menu order);
-    the prompt numbers them 1..m."""
+def preferred_menu(menu: list, size: int, rng: random.Random) -> list:
+    """At most ``size`` entries of a menu, in the order they are worth showing: the menu itself
+    when it is that short, else strategies taking turns (``search.prompt.fit_menu`` keeps the
+    longest prefix that fits the prompt budget and shows it in menu order, numbered 1..m)."""
     if len(menu) <= size:
         return list(menu)
-    return sorted(stratified(menu, rng)[:size], key=lambda c: c.number)
+    return stratified(menu, rng)[:size]

@@ -19,8 +19,8 @@ from engine.leir.diagnostics import LeirError
 from ..answers import AnswerError, parse_free_answer, parse_menu_answer
 from ..client import ChatClient
 from ..constraint import FORM, Negotiator, free_schema, in_free_form, in_menu_form, menu_answer_kind
-from ..prompt import PromptOptions, free_messages, menu_messages
-from .base import Policy, Proposal, Request, shown_menu
+from ..prompt import PromptOptions, fit_menu, free_messages, menu_messages
+from .base import Policy, Proposal, Request, preferred_menu
 
 
 class _LLMPolicy(Policy):
@@ -136,16 +136,17 @@ def _failed(f: dict) -> Proposal:
 class MenuLLMPolicy(_LLMPolicy):
     name = "llm"
 
-    def shown(self, req: Request) -> list:
-        """The entries the model sees, in menu order; they are shown as 1..m."""
-        return shown_menu(req.menu, self.options.menu_size, self.rng)
-
     def propose(self, req: Request) -> list[Proposal]:
-        shown = self.shown(req)
-        left = max(1, self.options.budget - len(self.run.samples))
-        m, k = len(shown), min(req.k, len(shown), left)
-        numbers = list(range(1, m + 1))
         popts = self.prompt_options(req)
+        left = max(1, self.options.budget - len(self.run.samples))
+        preferred = preferred_menu(req.menu, self.options.menu_size, self.rng)
+        k = min(req.k, len(preferred), left)
+        # the entries the model sees (within --prompt-tokens), in menu order; shown as 1..m
+        shown = fit_menu(req.node, preferred, popts, budget=self.options.prompt_tokens, parent=req.parent, k=k,
+                         root_key=self.run.root.key)
+        m = len(shown)
+        k = min(k, m)
+        numbers = list(range(1, m + 1))
 
         def build(form):
             answer = menu_answer_kind(form, k)
