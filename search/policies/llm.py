@@ -92,8 +92,9 @@ class _LLMPolicy(Policy):
                     neg.forget(rejected)
                 return [], [{"reason": "llm error", "message": f"{res.error['type']}: {res.error['message']}",
                              "call": call}]
+            # out of the form: the server ignored it (a kept form's answer cut short by max_tokens is no proof)
             off = [t for t, why in zip(res.texts, res.finish_reasons or [None] * len(res.texts))
-                   if why != "length" and not in_form(form, t)]
+                   if not in_form(form, t) and not (neg.settled and why == "length")]
             if auto and off and form.name != "none":
                 neg.note(form, "ignored", call, f"answer not in the form: {off[0][:200]!r}")
                 if neg.kept == form.name:
