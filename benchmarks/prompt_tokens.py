@@ -47,7 +47,6 @@ def smollm2_tokenizer():
 def measure(path: str, menu_size: int, budget: int, seed: int, engine, count) -> dict:
     from engine import load_program
     from engine.leir.canonical import renaming_key
-    from search.options import SearchOptions
     from search.policies.base import preferred_menu
     from search.prompt import PromptOptions, fit_menu, menu_messages
     from search.space import Node, Space

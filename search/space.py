@@ -19,8 +19,6 @@ from typing import Optional
 
 from engine.leir.canonical import renaming_key
 
-from .fragment import changed_statements  # noqa: F401  (re-exported: it lived here)
-
 MENU_CACHE = 24          # enumerations kept (each holds every neighbour program of a state)
 
 
