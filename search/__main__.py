@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .options import (
         ALGORITHM_NAMES,
         CONSTRAINTS,
+        MENU_DETAILS,
         POLICY_NAMES,
         TARGET_NAMES,
         SearchOptions,
@@ -57,13 +58,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="llm policies: model name as the server knows it")
     p.add_argument("--api-key-env", default=d.api_key_env, help="environment variable holding the API key")
     p.add_argument("--constraint", choices=CONSTRAINTS, default=d.constraint,
-                   help="choice: vLLM structured_outputs choice list; json: response_format JSON schema with an "
-                        "enum; none: unconstrained (answers are parsed and checked either way)")
+                   help="auto (default): the first form the server accepts and follows, tried in order: choice "
+                        "(vLLM structured_outputs), regex (SGLang), grammar (llama.cpp GBNF), json (response_format "
+                        "json_schema), json-object (llama.cpp json_object + schema), openai (strict json_schema), "
+                        "none; vllm-json (structured_outputs json) on request only. Answers are parsed and checked "
+                        "either way")
     p.add_argument("--temperature", type=float, default=d.temperature)
     p.add_argument("--max-tokens", type=int, default=d.max_tokens)
     p.add_argument("--llm-timeout", type=float, default=d.llm_timeout, help="seconds per LLM request")
     p.add_argument("--retries", type=int, default=d.retries, help="retries on 429/5xx/timeouts (backoff)")
     p.add_argument("--menu-size", type=int, default=d.menu_size, help="menu entries shown to the model at most")
+    p.add_argument("--prompt-tokens", type=int, default=d.prompt_tokens,
+                   help="menu entries beyond what keeps the prompt within this many tokens are left out (a "
+                        "tokenizer-free estimate, on the high side; default 2000)")
+    p.add_argument("--menu-detail", choices=MENU_DETAILS, default=d.menu_detail,
+                   help="menu entries show what changes (compact, default) or the whole changed statements (full)")
     p.add_argument("--system-prompt", default=d.system_prompt)
     p.add_argument("--gpu-name", default=d.gpu_name, help="GPU named in the prompt for --target cuda")
     o = ap.add_argument_group("output")
@@ -97,7 +106,7 @@ def _main(argv) -> int:
         "algorithm", "policy", "budget", "target", "seed", "strategies", "iterations", "per_node", "beam_width",
         "max_depth", "rollout_depth", "trials", "timeout", "workers", "min_repeat_ms", "repeat", "confirm", "screen",
         "explore", "cost_db", "endpoint", "model", "api_key_env", "constraint", "temperature", "max_tokens",
-        "llm_timeout", "retries", "menu_size", "system_prompt", "gpu_name")})
+        "llm_timeout", "retries", "menu_size", "menu_detail", "prompt_tokens", "system_prompt", "gpu_name")})
     if "," in opts.strategies:
         opts.strategies = [s.strip() for s in opts.strategies.split(",") if s.strip()]
     opts.validate()

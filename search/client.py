@@ -3,16 +3,35 @@ server...) through the ``openai`` client, with the project's failure discipline:
 5xx is retried with exponential backoff (seeded jitter, ``Retry-After`` honoured), so is a
 connection error or a timeout; what still fails comes back as an error record, never as an
 exception, so that the search counts a failed sample and goes on. Every call records its
-latency, attempts and token usage."""
+latency, attempts and token usage.
+
+A *validation error* (HTTP 400/422, or a 500 whose body says the request did not validate,
+as llama-cpp-python answers a ``response_format`` it does not know) is not a server fault:
+it is returned at once, flagged ``error["validation"]``, so that ``--constraint auto`` can
+try another form (``search.constraint``)."""
 from __future__ import annotations
 
 import os
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Optional
 
 MAX_BACKOFF_S = 8.0
+VALIDATION_STATUS = (400, 422)
+# what a 500's body says when the server failed to validate the request rather than to serve it
+VALIDATION_BODY = re.compile(
+    r"validation error|Input should be|literal_error|extra_forbidden|missing required|unrecognized request argument|"
+    r"unknown (field|parameter|argument)|not (supported|allowed|permitted)|unsupported|invalid (request|schema|"
+    r"grammar|regex|response_format|value)|'loc': \('body'|\"loc\": \[\"body\"", re.I)
+
+
+def is_validation_error(status, message: str) -> bool:
+    """A request the server refused to accept (as opposed to one it failed to serve)."""
+    if status in VALIDATION_STATUS:
+        return True
+    return status == 500 and bool(VALIDATION_BODY.search(message or ""))
 
 
 @dataclass
@@ -21,7 +40,7 @@ class ChatResult:
     usage: dict = field(default_factory=dict)
     latency_s: float = 0.0
     attempts: int = 0
-    error: Optional[dict] = None         # {"type", "status", "message"} when no answer came
+    error: Optional[dict] = None         # {"type", "status", "message", "validation"} when no answer came
     finish_reasons: list = field(default_factory=list)
 
 
@@ -71,20 +90,23 @@ class ChatClient:
                 r = self.client.chat.completions.create(**kwargs)
             except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError) as e:
                 status = getattr(e, "status_code", None)
-                if attempt > self.retries:
-                    return ChatResult([], {}, time.perf_counter() - t0, attempt,
-                                      {"type": type(e).__name__, "status": status, "message": str(e)[:300]})
+                validation = is_validation_error(status, str(e))
+                if attempt > self.retries or validation:
+                    return ChatResult([], {}, time.perf_counter() - t0, attempt, _error(e, status, validation))
                 self.sleep(self._delay(attempt - 1, e))
                 continue
             except openai.APIStatusError as e:            # 4xx: retrying would not help
                 return ChatResult([], {}, time.perf_counter() - t0, attempt,
-                                  {"type": type(e).__name__, "status": e.status_code, "message": str(e)[:300]})
+                                  _error(e, e.status_code, is_validation_error(e.status_code, str(e))))
             except (openai.OpenAIError, ValueError) as e:  # a malformed response body, ...
-                return ChatResult([], {}, time.perf_counter() - t0, attempt,
-                                  {"type": type(e).__name__, "status": None, "message": str(e)[:300]})
+                return ChatResult([], {}, time.perf_counter() - t0, attempt, _error(e, None, False))
             usage = {}
             if getattr(r, "usage", None) is not None:
                 usage = {k: getattr(r.usage, k, None) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
             texts = [(c.message.content if c.message is not None else None) or "" for c in (r.choices or [])]
             return ChatResult(texts, usage, time.perf_counter() - t0, attempt, None,
                               [c.finish_reason for c in (r.choices or [])])
+
+
+def _error(e, status, validation: bool) -> dict:
+    return {"type": type(e).__name__, "status": status, "message": str(e)[:300], "validation": validation}

@@ -7,10 +7,13 @@ from typing import Optional
 
 from engine.leir.diagnostics import LeirError
 
+from .constraint import MODES
+
 ALGORITHM_NAMES = ("greedy", "beam", "bfs", "dfs", "mcts", "chain", "chain-no-parent")
 POLICY_NAMES = ("llm", "llm-free", "cost", "measure", "random")
 TARGET_NAMES = ("llvm", "cuda")
-CONSTRAINTS = ("choice", "json", "none")     # how an llm answer is tied to the menu
+CONSTRAINTS = MODES                          # how an llm answer is tied to the menu (search.constraint)
+MENU_DETAILS = ("compact", "full")           # menu entries: what changes | whole changed statements
 
 
 @dataclass
@@ -41,12 +44,14 @@ class SearchOptions:
     endpoint: Optional[str] = None    # llm policies: OpenAI-compatible base URL
     model: Optional[str] = None
     api_key_env: str = "OPENAI_API_KEY"
-    constraint: str = "choice"
+    constraint: str = "auto"
     temperature: float = 0.3
     max_tokens: int = 4096
     llm_timeout: float = 120.0
     retries: int = 4
     menu_size: int = 40
+    menu_detail: str = "compact"
+    prompt_tokens: int = 2000         # menu entries are left out beyond this many (estimated) prompt tokens
     system_prompt: str = "You are a helpful IR optimization assistant."
     gpu_name: str = "H20-3e"
     extra: dict = field(default_factory=dict)
@@ -71,6 +76,7 @@ class SearchOptions:
         need(self.screen >= 1, "--screen must be at least 1")
         need(0.0 <= self.explore <= 1.0, "--explore must be between 0 and 1")
         need(self.menu_size >= 1, "--menu-size must be at least 1")
+        need(self.prompt_tokens >= 1, "--prompt-tokens must be at least 1")
         need(self.retries >= 0, "--retries must be at least 0")
         need(self.timeout > 0 and self.llm_timeout > 0, "timeouts must be positive")
         if self.policy in ("llm", "llm-free"):

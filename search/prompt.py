@@ -4,8 +4,22 @@ the menu policy, a numbered menu of the enumerated candidates.
 ``free_prompt`` reproduces the paper's text for models trained on the reference data (they
 write a transformed LEIR). ``menu_prompt`` keeps the paper's description of the state, the
 hardware and the history, and replaces the task with a choice among numbered legal steps.
+
+``menu_messages`` / ``free_messages`` are the whole chat request (system + user message) as
+pure functions of a state, the ordered candidates and ``PromptOptions``: no run state, no
+I/O, deterministic, and importable without the search machinery, so that the dataset's menu
+rows are byte for byte what the search sends. One numbering: the candidates are numbered
+1..m in the order given; those are the numbers shown, the numbers a constraint allows and
+the numbers an answer is read as.
 """
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+SYSTEM_PROMPT = "You are a helpful IR optimization assistant."     # the reference's search prompt
+MENU_DETAILS = ("compact", "full")
 
 ALGORITHM_TEXT = {"greedy": "Greedy", "beam": "Beam", "bfs": "Breadth-first", "dfs": "Depth-first",
                   "mcts": "Monte Carlo tree search", "chain": "Chain", "chain-no-parent": "Chain"}
@@ -136,23 +150,36 @@ def free_prompt(node, parent, *, k: int, history: bool, algorithm: str, target: 
     return "\n\n".join(parts)
 
 
-def menu_entry(c, current) -> str:
-    from .space import changed_statements
-    params = ", ".join(f"{k}={v}" for k, v in c.step.choice.items())
-    where = f"statement {c.step.site[0] + 1}" if c.step.site else "program"
-    changed = " ".join(changed_statements(current, c.program)) or "(statements reordered)"
-    return f"{c.number}. {c.step.strategy} at {where}{' (' + params + ')' if params else ''}: {changed}"
+MENU_INTRO = {
+    "full": "The legal single-step transformations of the current IR, each verified to be applicable, are "
+            "listed below with the statements they produce:",
+    "compact": "The legal single-step transformations of the current IR, each verified to be applicable, are "
+               "listed below with what they change in it (old -> new; + added, - removed; a tensor in global "
+               "memory is written without its ^{dtype,g} annotation):",
+}
+
+
+def menu_entry(number: int, c, current, detail: str = "compact") -> str:
+    """``N. strategy at statement S (params): change``; ``c`` a search candidate or an engine step."""
+    from .fragment import compact_change, compact_leir, full_change
+    step = getattr(c, "step", c)
+    params = ", ".join(f"{k}={v}" for k, v in step.choice.items())
+    if detail == "compact":
+        params, changed = compact_leir(params), compact_change(current, step.program)
+    else:
+        changed = full_change(current, step.program)
+    where = f"statement {step.site[0] + 1}" if step.site else "program"
+    return f"{number}. {step.strategy} at {where}{' (' + params + ')' if params else ''}: {changed}"
 
 
 def menu_prompt(node, parent, menu, *, k: int, history: bool, algorithm: str, target: str, gpu_name: str,
-                root_key: str, answer: str = "number") -> str:
-    """The paper's description of the state, then a numbered menu. ``answer``: "number" (one
-    menu number per answer; several answers are several samples) or "json" (an object
-    ``{"choices": [...]}`` with ``k`` numbers)."""
+                root_key: str, answer: str = "number", detail: str = "compact") -> str:
+    """The paper's description of the state, then the menu numbered 1..len(menu) in its
+    order. ``answer``: "number" (one menu number per answer; several answers are several
+    samples) or "json" (an object ``{"choices": [...]}`` with ``k`` numbers)."""
     parts = _state(node, parent, history, algorithm, root_key) + _hardware(target, gpu_name)
-    parts.append("The legal single-step transformations of the current IR, each verified to be applicable, are "
-                 "listed below with the statements they produce:\n\n" +
-                 "\n".join(menu_entry(c, node.program) for c in menu))
+    parts.append(MENU_INTRO[detail] + "\n\n" +
+                 "\n".join(menu_entry(i + 1, c, node.program, detail) for i, c in enumerate(menu)))
     if answer == "number":
         parts.append("**Task**:\n\nChoose the ONE transformation above that will most increase the speedup value "
                      "(runtime-performance) of the current IR. Answer with its number only.")
@@ -161,3 +188,97 @@ def menu_prompt(node, parent, menu, *, k: int, history: bool, algorithm: str, ta
                      "speedup value (runtime-performance) of the current IR, best first. Answer **only** with a "
                      f"JSON object {{\"choices\": [...]}} holding {k} of their numbers.")
     return "\n\n".join(parts)
+
+
+# ------------------------------------------------------------------ whole requests, pure
+
+
+@dataclass
+class PromptState:
+    """A state described by a prompt outside a search (the dataset's rows): by default the
+    program itself at depth 0. A search passes its ``Node`` objects, which have the same
+    attributes."""
+
+    program: object
+    parent: Optional[int] = None          # not None: the state has a parent (then pass it as ``parent``)
+    depth: int = 0
+    speedup: float = 1.0
+    strategy: Optional[str] = None        # the step that produced it from its parent
+    failures: list = field(default_factory=list)
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class PromptOptions:
+    """What, besides the state and the candidates, a prompt depends on."""
+
+    algorithm: str = "greedy"
+    target: str = "llvm"
+    gpu_name: str = "H20-3e"
+    system_prompt: str = SYSTEM_PROMPT
+    detail: str = "compact"               # menu entries: compact changes | full statements
+    history: bool = True                  # show the parent (chain-no-parent: False)
+
+
+def _messages(options: PromptOptions, user: str) -> list[dict]:
+    return [{"role": "system", "content": options.system_prompt}, {"role": "user", "content": user}]
+
+
+def menu_messages(state, candidates: list, options: PromptOptions = PromptOptions(), *, parent=None, k: int = 1,
+                  answer: str = "number", root_key: str = "") -> list[dict]:
+    """The chat messages of a menu request: ``state`` (a ``PromptState`` or a search node),
+    ``candidates`` in menu order (search candidates or engine steps; shown as 1..m),
+    ``answer`` "number" or "json" (``search.constraint.menu_answer_kind``)."""
+    return _messages(options, menu_prompt(state, parent, candidates, k=k, history=options.history,
+                                          algorithm=options.algorithm, target=options.target,
+                                          gpu_name=options.gpu_name, root_key=root_key, answer=answer,
+                                          detail=options.detail))
+
+
+def free_messages(state, options: PromptOptions = PromptOptions(), *, parent=None, k: int = 1,
+                  root_key: str = "") -> list[dict]:
+    """The chat messages of the paper's free-form request (the model writes ``k`` IRs)."""
+    return _messages(options, free_prompt(state, parent, k=k, history=options.history, algorithm=options.algorithm,
+                                          target=options.target, gpu_name=options.gpu_name, root_key=root_key))
+
+
+# ------------------------------------------------------------------ prompt size
+
+_PIECE = re.compile(r"\d|[A-Za-z]+|\s+|[^\sA-Za-z\d]")
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free, deterministic and deliberately high estimate of a prompt's tokens:
+    a digit or a symbol is a token, a word one per six letters, whitespace runs one. On the
+    bundled examples' menu prompts it is 17-26% above SmolLM2's tokenizer (whose vocabulary
+    is small: larger ones give fewer tokens still)."""
+    n = 0
+    for p in _PIECE.findall(text):
+        if p[0].isalpha():
+            n += 1 + len(p) // 6
+        elif not p.isspace() or p != " ":
+            n += 1
+    return n
+
+
+def fit_menu(state, preferred: list, options: PromptOptions = PromptOptions(), *, budget: int, parent=None,
+             k: int = 1, root_key: str = "") -> list:
+    """The longest prefix of ``preferred`` (candidates in the order a policy would rather show
+    them) whose menu request stays within ``budget`` estimated tokens (at least one entry),
+    in menu order (by candidate number, when the candidates have one)."""
+    def ordered(n: int) -> list:
+        chosen = preferred[:n]
+        return sorted(chosen, key=lambda c: c.number) if all(hasattr(c, "number") for c in chosen) else chosen
+
+    def size(n: int) -> int:
+        msgs = menu_messages(state, ordered(n), options, parent=parent, k=k, answer="json", root_key=root_key)
+        return sum(estimate_tokens(m["content"]) for m in msgs)
+
+    lo, hi = 1, len(preferred)
+    while lo < hi:                                   # the largest n that fits (sizes grow with n)
+        mid = (lo + hi + 1) // 2
+        if size(mid) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return ordered(lo)

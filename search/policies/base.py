@@ -72,3 +72,12 @@ def stratified(menu: list, rng: random.Random) -> list:
             if g:
                 out.append(g.pop())
     return out
+
+
+def preferred_menu(menu: list, size: int, rng: random.Random) -> list:
+    """At most ``size`` entries of a menu, in the order they are worth showing: the menu itself
+    when it is that short, else strategies taking turns (``search.prompt.fit_menu`` keeps the
+    longest prefix that fits the prompt budget and shows it in menu order, numbered 1..m)."""
+    if len(menu) <= size:
+        return list(menu)
+    return stratified(menu, rng)[:size]

@@ -1,11 +1,11 @@
 """The LLM policies, over any OpenAI-compatible endpoint.
 
 ``llm`` (menu): the prompt is the paper's (state, known variables, hardware, history) with
-a numbered menu of legal steps; the answer is *constrained* to the menu, by vLLM's
-``structured_outputs`` choice list (``--constraint choice``, one number per answer, ``n``
-answers for ``k`` proposals) or by a JSON schema whose items are an ``enum`` of the menu
-numbers (``--constraint json``, through ``response_format``). A server that ignores the
-constraint may answer anything: every answer is parsed and checked like untrusted text.
+a numbered menu of legal steps (``search.prompt.menu_messages``, shown as 1..m); the answer
+is *constrained* to the menu in the form the server speaks (``search.constraint``: a choice
+list, a regex, a GBNF grammar, a JSON schema whose items are an ``enum`` of the menu
+numbers; ``--constraint auto`` finds it). A server that ignores the constraint may answer
+anything: every answer is parsed and checked like untrusted text.
 
 ``llm-free``: the paper's free-form mode. The model writes transformed LEIR; it is parsed,
 never executed, checked against the program's known tensors (names, dtypes, shapes: the
@@ -18,73 +18,146 @@ from engine.leir.diagnostics import LeirError
 
 from ..answers import AnswerError, parse_free_answer, parse_menu_answer
 from ..client import ChatClient
-from ..prompt import free_prompt, menu_prompt
-from .base import Policy, Proposal, Request, stratified
+from ..constraint import FORM, Negotiator, free_schema, in_free_form, in_menu_form, menu_answer_kind
+from ..prompt import PromptOptions, fit_menu, free_messages, menu_messages
+from .base import Policy, Proposal, Request, preferred_menu
 
 
 class _LLMPolicy(Policy):
+    purpose = "menu"
+
     def __init__(self, options, run):
         super().__init__(options, run)
         self.client = ChatClient(options.endpoint, options.model, api_key_env=options.api_key_env,
                                  timeout=options.llm_timeout, retries=options.retries, seed=options.seed,
                                  backoff_s=float(options.extra.get("backoff_s", 0.5)))
         self.calls = 0
+        previous = (((getattr(run, "resume", None) or {}).get("summary") or {}).get("policy") or {})
+        self.negotiator = Negotiator(options.constraint, self.purpose, previous.get("negotiation"))
 
-    def _call(self, req: Request, prompt: str, n: int, extra_body=None, response_format=None, shown=None):
-        messages = [{"role": "system", "content": self.options.system_prompt}, {"role": "user", "content": prompt}]
+    def prompt_options(self, req: Request) -> PromptOptions:
+        return PromptOptions(algorithm=req.algorithm, target=self.options.target, gpu_name=self.options.gpu_name,
+                             system_prompt=self.options.system_prompt, detail=self.options.menu_detail,
+                             history=req.history)
+
+    def _call(self, req: Request, messages: list, n: int, parts: dict, form, shown=None):
+        extra_body, response_format = parts.get("extra_body"), parts.get("response_format")
         seed = self.options.seed * 100003 + self.calls
         self.calls += 1
         res = self.client.chat(messages, n=n, temperature=self.options.temperature, max_tokens=self.options.max_tokens,
                                seed=seed, extra_body=extra_body, response_format=response_format)
-        record = {"node": req.node.id, "policy": self.options.policy, "messages": messages,
+        record = {"node": req.node.id, "policy": self.options.policy, "constraint": form.name, "messages": messages,
                   "request": {"n": n, "temperature": self.options.temperature, "seed": seed,
                               "max_tokens": self.options.max_tokens, "extra_body": extra_body,
                               "response_format": response_format},
                   "answers": res.texts, "finish_reasons": res.finish_reasons, "usage": res.usage,
                   "latency_s": round(res.latency_s, 4), "attempts": res.attempts, "error": res.error}
-        if shown is not None:
-            record["menu"] = [{"number": i + 1, "candidate": c.number, "strategy": c.step.strategy, "key": c.key}
-                              for i, c in enumerate(shown)]
+        if shown is not None:       # shown number -> candidate (its number in the node's whole menu, step, result)
+            record["menu"] = [{"number": i + 1, "candidate": c.number, "step": c.step.key,
+                               "strategy": c.step.strategy, "key": c.key} for i, c in enumerate(shown)]
         return res, self.run.record_call(record)
+
+    def _try(self, req, form, messages, n, parts, shown):
+        """One form. A validation error with n > 1 may be about n, not the form (llama-server
+        allows one choice): the same request with n = 1 tells."""
+        res, call = self._call(req, messages, n, parts, form, shown)
+        if res.error is not None and res.error.get("validation") and n > 1:
+            again, call2 = self._call(req, messages, 1, parts, form, shown)
+            if again.error is None:
+                self.negotiator.n_max = 1
+                self.negotiator.tried.append({"form": form.name, "outcome": "n > 1 refused", "call": call,
+                                              "detail": res.error.get("message", "")[:300]})
+                return again, call2
+        return res, call
+
+    def _ask(self, req: Request, build, in_form, shown=None):
+        """Ask in the run's form (``--constraint auto``: negotiating it first), then ask again for
+        answers a server left out of ``n``. ``build(form) -> (messages, n, parts)``;
+        ``in_form(form, text)``. Returns ([(text, call)], failures)."""
+        neg, auto = self.negotiator, self.negotiator.mode == "auto"
+        tried_now: set = set()
+        rejected: list = []
+        while True:
+            forms = [f for f in neg.candidates() if f.name not in tried_now] or [FORM["none"]]
+            form = forms[0]
+            tried_now.add(form.name)
+            messages, n, parts = build(form)
+            res, call = self._try(req, form, messages, min(n, neg.n_max or n), parts, shown)
+            if res.error is not None:
+                if auto and res.error.get("validation") and not neg.settled:
+                    neg.note(form, "rejected", call, f"HTTP {res.error.get('status')}: {res.error.get('message')}")
+                    rejected.append(form.name)
+                    if any(f.name not in tried_now for f in neg.candidates()):
+                        continue
+                    neg.forget(rejected)
+                return [], [{"reason": "llm error", "message": f"{res.error['type']}: {res.error['message']}",
+                             "call": call}]
+            # out of the form: the server ignored it (a kept form's answer cut short by max_tokens is no proof)
+            off = [t for t, why in zip(res.texts, res.finish_reasons or [None] * len(res.texts))
+                   if not in_form(form, t) and not (neg.settled and why == "length")]
+            if auto and off and form.name != "none":
+                neg.note(form, "ignored", call, f"answer not in the form: {off[0][:200]!r}")
+                if neg.kept == form.name:
+                    neg.kept = None                 # it only looked kept: the server ignores it
+                if any(f.name not in tried_now for f in neg.candidates()):
+                    continue
+            elif auto and not neg.settled:
+                neg.note(form, "accepted", call)
+            break
+        got = [(t, call) for t in res.texts[:n]]
+        failures = []
+        if len(res.texts) < min(n, neg.n_max or n):
+            neg.n_max = max(1, len(res.texts))      # the server ignores n: ask with what it gives
+        for _ in range(n - len(got)):               # answers left out: asked for again, never dropped
+            ask = min(n - len(got), neg.n_max or n)
+            more, c = self._call(req, messages, ask, parts, form, shown)
+            if more.error is not None:
+                failures.append({"reason": "llm error", "message": f"{more.error['type']}: {more.error['message']}",
+                                 "call": c})
+                break
+            got += [(t, c) for t in more.texts[:n - len(got)]]
+            if len(got) >= n:
+                break
+        for _ in range(n - len(got) - len(failures)):
+            failures.append({"reason": "llm error", "message": f"the server gave {len(got)} of {n} answers",
+                             "call": call})
+        return got, failures
 
     def state(self) -> dict:
         return {"endpoint": self.options.endpoint, "model": self.options.model, "calls": self.calls,
-                "api_key_set": self.client.key_set, "constraint": self.options.constraint}
+                "api_key_set": self.client.key_set, "constraint": self.negotiator.kept or self.options.constraint,
+                "negotiation": self.negotiator.state()}
+
+
+def _failed(f: dict) -> Proposal:
+    f = dict(f)
+    return Proposal(failure=f, call=f.pop("call", None))
 
 
 class MenuLLMPolicy(_LLMPolicy):
     name = "llm"
 
     def propose(self, req: Request) -> list[Proposal]:
-        shown = req.menu
-        if len(shown) > self.options.menu_size:
-            shown = sorted(stratified(req.menu, self.rng)[:self.options.menu_size], key=lambda c: c.number)
-        m, k = len(shown), min(req.k, len(shown))
+        popts = self.prompt_options(req)
+        left = max(1, self.options.budget - len(self.run.samples))
+        preferred = preferred_menu(req.menu, self.options.menu_size, self.rng)
+        k = min(req.k, len(preferred), left)
+        # the entries the model sees (within --prompt-tokens), in menu order; shown as 1..m
+        shown = fit_menu(req.node, preferred, popts, budget=self.options.prompt_tokens, parent=req.parent, k=k,
+                         root_key=self.run.root.key)
+        m = len(shown)
+        k = min(k, m)
         numbers = list(range(1, m + 1))
-        constraint = self.options.constraint
-        extra_body = response_format = None
-        if constraint == "choice":
-            answer, n = "number", k
-            extra_body = {"structured_outputs": {"choice": [str(i) for i in numbers]}}
-        elif constraint == "json":
-            answer, n = "json", 1
-            response_format = {"type": "json_schema", "json_schema": {
-                "name": "menu_choice", "strict": True,
-                "schema": {"type": "object", "additionalProperties": False, "required": ["choices"],
-                           "properties": {"choices": {"type": "array", "minItems": 1, "maxItems": k,
-                                                      "uniqueItems": True,
-                                                      "items": {"type": "integer", "enum": numbers}}}}}}
-        else:
-            answer, n = ("number", 1) if k == 1 else ("json", 1)
-        prompt = menu_prompt(req.node, req.parent, shown, k=k, history=req.history, algorithm=req.algorithm,
-                             target=self.options.target, gpu_name=self.options.gpu_name,
-                             root_key=self.run.root.key, answer=answer)
-        res, call = self._call(req, prompt, n, extra_body, response_format, shown)
-        if res.error is not None:
-            return [Proposal(failure={"reason": "llm error", "message": f"{res.error['type']}: {res.error['message']}"},
-                             call=call)]
-        out, taken = [], set()
-        for text in res.texts or [""]:
+
+        def build(form):
+            answer = menu_answer_kind(form, k)
+            messages = menu_messages(req.node, shown, popts, parent=req.parent, k=k, answer=answer,
+                                     root_key=self.run.root.key)
+            return messages, (k if answer == "number" else 1), form.menu(numbers, k)
+
+        got, failures = self._ask(req, build, lambda form, t: in_menu_form(form, t, numbers, k), shown)
+        out, taken = [_failed(f) for f in failures], set()
+        for text, call in got:
             try:
                 picks = parse_menu_answer(text, m)
             except AnswerError as e:
@@ -94,31 +167,28 @@ class MenuLLMPolicy(_LLMPolicy):
                 c = shown[num - 1]
                 if c.number not in taken and len(taken) < k:
                     taken.add(c.number)
-                    out.append(Proposal(candidate=c, call=call))
+                    out.append(Proposal(candidate=c, call=call, extra={"shown_number": num}))
         return out
 
 
 class FreeLLMPolicy(_LLMPolicy):
     name = "llm-free"
     needs_menu = False
+    purpose = "free"
 
     def propose(self, req: Request) -> list[Proposal]:
         from engine.leir.parser import parse_body
-        prompt = free_prompt(req.node, req.parent, k=req.k, history=req.history, algorithm=req.algorithm,
-                             target=self.options.target, gpu_name=self.options.gpu_name, root_key=self.run.root.key)
-        response_format = None
-        if self.options.constraint == "json":
-            entry = {"type": "object", "required": ["transformed_IR", "applied_strategies"],
-                     "properties": {"idx": {"type": "integer"}, "transformed_IR": {"type": "string"},
-                                    "applied_strategies": {"type": "array", "items": {"type": "string"}}}}
-            response_format = {"type": "json_schema", "json_schema": {
-                "name": "transformed_irs",
-                "schema": entry if req.k == 1 else {"type": "array", "items": entry, "minItems": 1}}}
-        res, call = self._call(req, prompt, 1, None, response_format)
-        if res.error is not None:
-            return [Proposal(failure={"reason": "llm error", "message": f"{res.error['type']}: {res.error['message']}"},
-                             call=call)]
-        text = res.texts[0] if res.texts else ""
+        k = max(1, req.k)
+        messages = free_messages(req.node, self.prompt_options(req), parent=req.parent, k=k,
+                                 root_key=self.run.root.key)
+
+        def build(form):
+            return messages, 1, (form.free(free_schema(k)) if form.free is not None else {})
+
+        got, failures = self._ask(req, build, lambda form, t: in_free_form(form, t, k))
+        if failures:
+            return [_failed(f) for f in failures]
+        text, call = got[0] if got else ("", None)
         try:
             entries = parse_free_answer(text)
         except AnswerError as e:
