@@ -13,7 +13,6 @@ A menu answer names a shown number; it is judged against the row's measured menu
 from __future__ import annotations
 
 from engine.leir.diagnostics import LeirError
-from engine.rewrite.rulebook import SPEC_STRATEGIES
 
 # Verdict reason -> the rungs after "diff" it reached
 _RUNGS = {"equal": (True, True, True), "not equal": (True, True, False), "execution failed": (True, False, False),
@@ -23,14 +22,14 @@ _RUNGS = {"equal": (True, True, True), "not equal": (True, True, False), "execut
 _ENGINES: dict = {}
 
 
-def _shared_engine():
-    """One engine with every strategy per thread (loading the rules takes seconds)."""
+def _shared_engine(rules=None):
+    """One engine with every strategy per thread and rule set (loading the rules takes seconds)."""
     import threading
 
     from engine import Engine
-    key = threading.get_ident()
+    key = (threading.get_ident(), repr(rules))
     if key not in _ENGINES:
-        _ENGINES[key] = Engine(strategies="all")
+        _ENGINES[key] = Engine(rules=rules, strategies="all")
     return _ENGINES[key]
 
 
@@ -44,7 +43,7 @@ def _claimed(names: list, categories: dict) -> list:
     for s in names:
         n = strategy_name(s)
         if n:
-            out.append([n, categories.get(n) or (SPEC_STRATEGIES.get(n) or ("", ""))[0]])
+            out.append([n, categories.get(n, "")])
     return out
 
 
@@ -58,8 +57,9 @@ class SingleJudge:
     """Judges answers to single-step prompts; keeps one rule engine (on the calling thread:
     egglog's e-graph stays on the thread that made it) and the enumeration of each original."""
 
-    def __init__(self, verifier, tolerance: str = "strict", engine=None):
+    def __init__(self, verifier, tolerance: str = "strict", engine=None, rules=None):
         self.verifier = verifier
+        self.rules = rules
         self.tolerance = tolerance
         self._engine = engine
         self._reach: dict[str, dict] = {}          # original LEIR -> {renaming key: step summary}
@@ -67,7 +67,7 @@ class SingleJudge:
     @property
     def engine(self):
         if self._engine is None:
-            self._engine = _shared_engine()
+            self._engine = _shared_engine(self.rules)
         return self._engine
 
     def _categories(self) -> dict:

@@ -63,7 +63,8 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--no-plot", action="store_true", help="do not draw OUT/results.png")
     o.add_argument("--json", action="store_true", help="print results.json's metrics on stdout")
     o.add_argument("--restart", action="store_true", help="discard the journal of an earlier run in OUT")
-    # (--rules DIR, shared by every command, is added here by the shared argparse helper)
+    from engine.rewrite.sources import add_rules_options
+    add_rules_options(ap)
     return ap
 
 
@@ -187,7 +188,7 @@ def run(a, items: list[dict]) -> int:
         from .eval_judge import SingleJudge
         verifier = Verifier(target=a.target, trials=a.trials, timeout=a.timeout, seed=a.seed,
                             log=str(journal.root / "workers.log"))
-        single_judge = SingleJudge(verifier, a.tolerance)
+        single_judge = SingleJudge(verifier, a.tolerance, rules=a.rules)
     bar = Progress(total=len(items), done=len(items) - len(pending), unit="prompt", desc="evaluate")
     unfinished, answered = 0, False
     try:

@@ -47,6 +47,8 @@ PASSED = (
     ("llm_timeout", float, "llm policies: seconds per request"),
     ("retries", int, "llm policies: retries on 429/5xx/timeouts"),
     ("menu_size", int, "llm policy: menu entries shown at most"),
+    ("menu_detail", str, "llm policy: compact (what changes) or full (whole statements)"),
+    ("prompt_tokens", int, "llm policy: the menu prompt's token budget"),
     ("system_prompt", str, "llm policies"),
     ("gpu_name", str, "GPU named in the prompt for --target cuda"),
 )
@@ -72,7 +74,8 @@ def parser() -> argparse.ArgumentParser:
     s = ap.add_argument_group("search options (as for python -m search)")
     for name, typ, text in PASSED:
         s.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=getattr(d, name), help=text)
-    # (--rules DIR, shared by every command, is added here by the shared argparse helper)
+    from engine.rewrite.sources import add_rules_options
+    add_rules_options(ap)
     return ap
 
 
@@ -165,6 +168,7 @@ def run(a) -> int:
     from .trajectory import write_trajectory
     t0 = time.perf_counter()
     runs = plan(a)
+    bundle = a.rules.bundle()             # the rule files' texts: a worker anywhere loads the same rules
     out = Path(a.output)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     states = {r["id"]: state_of(r) for r in runs}
@@ -174,7 +178,7 @@ def run(a) -> int:
         if st == "done":
             continue
         r["path"].parent.mkdir(parents=True, exist_ok=True)
-        tasks.append((r["id"], {"id": r["id"], "program": r["program"], "options": r["options"],
+        tasks.append((r["id"], {"id": r["id"], "program": r["program"], "options": r["options"], "rules": bundle,
                                 "out": str(r["path"]), "resume": rec if st == "partial" else None}))
     by_id = {r["id"]: r for r in runs}
     status = {rid: "done" for rid, (st, _) in states.items() if st == "done"}

@@ -14,13 +14,25 @@ import sys
 
 _ENGINES: dict = {}
 _VERIFIERS: dict = {}
+_RULE_DIRS: list = []
 
 
-def _engine(strategies):
+def _engine(strategies, bundle=None):
+    """One engine per (rule files, strategy set); ``bundle``: the driver's rule files
+    (``RuleSources.bundle``), written to a folder of this worker's own."""
+    import json
+
     from engine import Engine
-    key = repr(strategies)
+    key = (json.dumps(bundle), repr(strategies))
     if key not in _ENGINES:
-        _ENGINES[key] = Engine(strategies=strategies)
+        rules = None
+        if bundle is not None:
+            import tempfile
+
+            from engine.rewrite.sources import unbundle
+            _RULE_DIRS.append(tempfile.TemporaryDirectory(prefix="leir-rules-"))
+            rules = unbundle(bundle, _RULE_DIRS[-1].name)
+        _ENGINES[key] = Engine(rules=rules, strategies=strategies)
     return _ENGINES[key]
 
 
@@ -45,7 +57,7 @@ def run_task(spec: dict) -> dict:
     try:
         program = program_from_json(spec["program"])
         opts = SearchOptions.from_json(spec["options"]).validate()
-        traj = run_search(program, opts, engine=_engine(opts.strategies), out=spec.get("out"),
+        traj = run_search(program, opts, engine=_engine(opts.strategies, spec.get("rules")), out=spec.get("out"),
                           progress=lambda msg: None, resume=spec.get("resume"), verifier=_verifier(opts))
     except LeirError as e:
         return {"status": "error", "message": e.format()}
