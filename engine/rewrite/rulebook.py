@@ -14,6 +14,9 @@ strategy's rules, up to the next header or the end of the file::
 
 Required keys: ``strategy category difficulty K P S inverse exactness description``. Optional:
 
+* ``@cot [RULE:] TEMPLATE`` (repeatable): the instance part of the strategy's chain-of-thought
+  traces, with slots for the step's facts and the rule's parameters (engine.rewrite.cot_template);
+
 * ``@range WHY``: some rules of the strategy are sound only while the values stay within a
   range that a 16-bit float (f16, bf16) leaves in ordinary use, and those rules are guarded to
   f32 / f64 arithmetic (``WideSite``, ``WideFloat`` or ``PartialsOK`` of rules/leir.egg, the
@@ -60,6 +63,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.rewrite.cot_template import check_templates, parse_template
 
 
 def _rules_dir() -> Path:
@@ -140,6 +144,7 @@ class Strategy:
     meta: dict[str, str] = field(default_factory=dict)
     meta_lines: dict[str, int] = field(default_factory=dict)
     rules: list[str] = field(default_factory=list)        # rule :name values, in file order
+    cot: list = field(default_factory=list)               # CotTemplate of each @cot line, in file order
 
     @property
     def category(self) -> str:
@@ -367,6 +372,12 @@ def parse_blocks(text: str, filename: str):
                 current.meta_lines["strategy"] = no
             elif current is None:
                 problems.append((no, f"directive @{key} outside a strategy block"))
+            elif key == "cot":
+                template, why = parse_template(value, no, current.name)
+                if template is None:
+                    problems.append((no, why))
+                else:
+                    current.cot.append(template)
             elif key in current.meta:
                 problems.append((no, f"duplicate @{key} in block '{current.name}'"))
             else:
@@ -530,4 +541,5 @@ def load_rulebook(path: str | Path | None = None) -> Rulebook:
         if idents:
             identities[str(f)] = idents
             expanded[str(f)] = expand_identities(text, idents)
+    problems.extend(check_templates(strategies, {f: expanded.get(f, t) for f, t in texts.items()}))
     return Rulebook(files, texts, strategies, problems, identities, expanded)
