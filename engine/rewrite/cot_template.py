@@ -133,7 +133,7 @@ def _slot(body: str) -> tuple[Slot | None, str]:
         return Slot(body, False, FACTS[body][0]), ""
     close = difflib.get_close_matches(body, list(FACTS), n=1)
     hint = f"; did you mean {{{close[0]}}}?" if close else ""
-    return None, (f"unknown slot {{{body}}} (a fact of dataset.md's list, or {{param.KEY}} for a rule "
+    return None, (f"unknown slot {{{body}}} (a fact of docs/dataset.md's table, or {{param.KEY}} for a rule "
                   f"parameter){hint}")
 
 
