@@ -1,19 +1,22 @@
 """Chain-of-thought traces of a fixed, seeded sample of steps, captured and compared before/after
 a change to the renderer or the rule blocks' ``@cot`` templates.
 
-    python benchmarks/cot_traces.py capture OUT.jsonl [--per-rule 3] [--seed 0] [--children 8]
+    python benchmarks/cot_traces.py capture OUT.jsonl [--per-rule 3] [--seed 0] [--children 8] [--check]
                                     [--corpus-only | --examples-only]
     python benchmarks/cot_traces.py compare BEFORE.jsonl AFTER.jsonl [--show 3]
 
 ``capture`` enumerates every program of examples/*.leir and examples/corpus/programs.jsonl
-(as written, not shrunk), takes up to ``--per-rule`` steps of each rule per program (seeded by
-the program's name), and renders their traces. So that strategies whose precondition appears
-only after another step (set_storage_scope, operator_fission, loop_fusion, the later attention
-steps) are covered too, ``--children`` seeded first steps of each example program are
-enumerated once more and sampled the same way. One JSON line per step: program, path of parent
-step keys, strategy, rule, site, key, and the trace (or the renderer's error).
+(as written, not shrunk) and a few probe equations for the algebraic strategies, takes up to
+``--per-rule`` steps of each rule per program (seeded by the program's name), and renders their
+traces. So that strategies whose precondition appears only after another step
+(set_storage_scope, operator_fission, loop_fusion, the later attention steps) are covered too,
+the results of ``--children`` seeded steps and of the first step of each strategy of every
+example program are enumerated once more and sampled the same way (one step per rule). One JSON
+line per step: origin, program, path of parent step keys, strategy, rule, site, key, and the
+trace (or the renderer's error); with ``--check``, the claims of it that ``dataset.claims`` finds
+false (none expected).
 
-``compare`` joins two captures on (program, path, key) and reports, per strategy, how many
+``compare`` joins two captures on (origin, program, path, key) and reports, per strategy, how many
 traces are identical and how many differ (with the first ``--show`` differences of each).
 """
 from __future__ import annotations
@@ -30,12 +33,27 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+_X, _Y = "A^{f32,g}_{tx,a}", "C^{f32,g}_{tx,a}"
+PROBES = (f"{_X}/2+{_Y}/2", f"(exp(2*{_X})-1)/(exp(2*{_X})+1)", f"exp({_X})*exp(-{_Y})", f"2*{_X}+3*{_X}",
+          f"log(exp({_X})+1)+log(exp({_Y})+1)", f"log((exp({_X})+1)*(exp({_Y})+1))", f"exp({_X})/(exp({_X})+1)",
+          f"{_X}*{_X}+2*{_X}*{_Y}+{_Y}*{_Y}", f"1/{_X}+1/{_Y}")
+
+
+def _probe(k: int, rhs: str):
+    from engine.leir.files import program_from_json
+    decl = [{"name": n, "dtype": "f32", "shape": [4, 8]} for n in "AC" if f"{n}^" in rhs]
+    return program_from_json({"name": f"probe_{k}", "inputs": decl,
+                              "outputs": [{"name": "F", "dtype": "f32", "shape": [4, 8]}],
+                              "leir": f"B^{{4}}_{{tx=0}}L^{{8}}_{{a=0}}[F^{{f32,g}}_{{tx,a}}={rhs};];"})
+
+
 def _programs(which: str):
     from engine import load_program
     from engine.leir.files import program_from_json
     out = []
     if which in ("both", "examples"):
         out += [("example", load_program(f)) for f in sorted((ROOT / "examples").glob("*.leir"))]
+        out += [("probe", _probe(k, rhs)) for k, rhs in enumerate(PROBES)]
     if which in ("both", "corpus"):
         for line in (ROOT / "examples" / "corpus" / "programs.jsonl").read_text().splitlines():
             if line.strip():
@@ -54,13 +72,16 @@ def _sample(steps, per_rule: int, rng: random.Random):
     return [steps[i] for i in sorted(picked)]
 
 
-def render(engine, before, step) -> dict:
-    from dataset import cot
+def render(engine, before, step, check: bool) -> dict:
+    from dataset import claims, cot
     out = {"strategy": step.strategy, "rule": step.rule, "site": list(step.site), "key": step.key}
+    block = engine.strategy(step.strategy)
     try:
-        out["cot"] = cot.render(engine.strategy(step.strategy), before, step.program, step)
+        out["cot"] = cot.render(block, before, step.program, step)
     except cot.CotError as e:
         out["cot"], out["error"] = None, str(e)
+    if check and out["cot"] is not None:
+        out["claims"] = claims.check_trace(out["cot"], block, before, step.program, step)
     return out
 
 
@@ -74,18 +95,24 @@ def capture(args) -> int:
             rng = random.Random(f"{args.seed}:{p.name}")
             steps = eng.enumerate(p)
             todo = [((), p, s) for s in _sample(steps, args.per_rule, rng)]
-            if origin == "example" and args.children:
-                for parent in sorted(rng.sample(range(len(steps)), min(args.children, len(steps)))):
+            if origin == "example":
+                parents = set(rng.sample(range(len(steps)), min(args.children, len(steps))))
+                parents |= {min(i for i, s in enumerate(steps) if s.strategy == x) for x in {s.strategy for s in steps}}
+                for parent in sorted(parents):
                     st = steps[parent]
                     child = st.program
                     todo += [((st.key,), child, s) for s in _sample(eng.enumerate(child), 1, rng)]
             for path, before, s in todo:
-                row = {"program": p.name, "path": list(path), **render(eng, before, s)}
+                row = {"origin": origin, "program": p.name, "path": list(path), **render(eng, before, s, args.check)}
                 f.write(json.dumps(row, sort_keys=True) + "\n")
                 n += 1
             print(f"{p.name}: {len(todo)} steps ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
     Path(args.out + ".part").replace(args.out)
     print(f"{n} traces -> {args.out}")
+    if args.check:
+        bad = [r for r in map(json.loads, Path(args.out).read_text().splitlines()) if r.get("claims")]
+        print(f"{len(bad)} traces with a claim that does not hold" + "".join(
+            f"\n  {r['rule']} on {r['program']}: {r['claims']}" for r in bad[:10]))
     return 0
 
 
@@ -93,7 +120,7 @@ def _read(path: str) -> dict:
     rows = {}
     for line in Path(path).read_text().splitlines():
         r = json.loads(line)
-        rows[(r["program"], tuple(r["path"]), r["key"])] = r
+        rows[(r.get("origin"), r["program"], tuple(r["path"]), r["key"])] = r
     return rows
 
 
@@ -137,6 +164,7 @@ def main(argv=None) -> int:
     c.add_argument("--per-rule", type=int, default=3)
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--children", type=int, default=8)
+    c.add_argument("--check", action="store_true", help="also check each trace with dataset.claims")
     g = c.add_mutually_exclusive_group()
     g.add_argument("--corpus-only", action="store_true")
     g.add_argument("--examples-only", action="store_true")

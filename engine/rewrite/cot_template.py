@@ -81,7 +81,6 @@ FACTS: dict[str, tuple[str, str]] = {
 FORMAT_NAMES = ("text", "texts", "int", "ints", "loops", "word", "phrase", "scope", "thread", "kind")
 PARAM_FORMATS = ("text", "int", "word", "scope", "thread", "kind")      # a parameter is one value
 PARAM_PREFIX = "param."
-DERIVED_KEYS = ("exactness",)          # parameters the enumerator may add to any rule's
 
 _SLOT = re.compile(r"\{([^{}]*)\}")
 _PARAM_KEYS = re.compile(r'\(P[A-Za-z]*\s+"([^"]+)"')
@@ -208,7 +207,7 @@ def check_templates(strategies, texts: dict[str, str]) -> list[tuple[str, int, s
                 continue
             rules = [t.rule] if t.rule is not None else st.rules
             for s in t.slots:
-                if s.param and s.name not in DERIVED_KEYS and not any(s.name in params.get(r, ()) for r in rules):
+                if s.param and not any(s.name in params.get(r, ()) for r in rules):
                     whose = (f"rule {t.rule} writes no parameter" if t.rule is not None
                              else f"no rule of block '{st.name}' writes a parameter")
                     out.append((st.file, t.line, f"@cot: {s.source}: {whose} '{s.name}'"))
