@@ -280,3 +280,14 @@ def test_the_docs_list_every_fact():
     from conftest import ROOT
     text = (ROOT / "docs" / "dataset.md").read_text()
     assert [f for f in cot_template.FACTS if f"| `{{{f}}}` |" not in text] == []
+
+
+def test_the_checker_shares_only_formats_and_templates_with_the_renderer():
+    """dataset.claims re-derives every fact itself: from dataset.cot it takes the formats and the
+    description sentence, never the facts or the renderer."""
+    import ast
+    from conftest import ROOT
+    tree = ast.parse((ROOT / "dataset" / "claims.py").read_text())
+    taken = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module in ("cot", "dataset.cot")
+             for a in n.names}
+    assert taken <= {"FORMATS", "INSTANCE_OPENING", "TAGS", "description_sentence", "display_name"}, taken
