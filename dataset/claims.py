@@ -25,7 +25,7 @@ from engine.rewrite.cot_template import FACTS, Slot, applicable
 
 from .cot import FORMATS, INSTANCE_OPENING, TAGS, description_sentence, display_name
 
-_NAME = re.compile(r"([A-Z][a-z]*)\^\{")
+_NAME = re.compile(r"([A-Z][a-z]*)\^\{[a-z]")      # a tensor reference (a loop's superscript is its extent)
 
 
 def _names(text: str) -> list[str]:
@@ -289,7 +289,7 @@ def _check_dead(v, c):
     last = max((i for i, s in enumerate(c.bt) if s in c.removed), default=-1)
     later = "".join(c.bt[last + 1:])
     for n in v:
-        if n in c.outputs or re.search(re.escape(n) + r"\^\{", later):
+        if n in c.outputs or re.search(re.escape(n) + r"\^\{[a-z]", later):
             return f"`{n}` is used later or is an output"
     return None
 
@@ -332,8 +332,8 @@ def _check_retyped(v, c):
     m = re.fullmatch(r"([A-Z][a-z]*)\^\{[a-z0-9]+,[gsl]\}", v)
     if not m or m[1] in c.known:
         return "not an intermediate tensor with its type"
-    after = re.findall(re.escape(m[1]) + r"\^\{[^}]*\}", c.after_text)
-    before = re.findall(re.escape(m[1]) + r"\^\{[^}]*\}", c.before_text)
+    after = re.findall(re.escape(m[1]) + r"\^\{[a-z][^}]*\}", c.after_text)
+    before = re.findall(re.escape(m[1]) + r"\^\{[a-z][^}]*\}", c.before_text)
     if not after or any(o != v for o in after):
         return "not every occurrence of the intermediate carries this scope"
     return None if any(o != v for o in before) else "the intermediate had this scope already"

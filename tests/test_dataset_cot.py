@@ -291,3 +291,16 @@ def test_the_checker_shares_only_formats_and_templates_with_the_renderer():
     taken = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module in ("cot", "dataset.cot")
              for a in n.names}
     assert taken <= {"FORMATS", "INSTANCE_OPENING", "TAGS", "description_sentence", "display_name"}, taken
+
+
+def test_a_loop_superscript_is_not_a_tensor_name():
+    """`V^{8}_{a=0}` is a vectorized loop, not a tensor V: inlining J out of it removes one tensor."""
+    eng = Engine(strategies=["compute_inline"])
+    p = program_from_json({"name": "v", "inputs": [{"name": "A", "dtype": "f32", "shape": [4, 8]}],
+                           "outputs": [{"name": "C", "dtype": "f32", "shape": [4, 8]}],
+                           "leir": "B^{4}_{tx=0}V^{8}_{a=0}[J^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];"
+                                   "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=J^{f32,g}_{tx,a}+1;];"})
+    (s,) = eng.enumerate(p)
+    text = cot.render(eng.strategy(s.strategy), p, s.program, s)
+    assert "related through the tensor `J`, which is inlined" in text
+    assert claims.check_trace(text, eng.strategy(s.strategy), p, s.program, s) == []
