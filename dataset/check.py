@@ -196,7 +196,8 @@ class RowChecker:
         rep.ok("replayed")
         try:
             owner = self.engine.owner(step["rule"])
-            meta = self.engine.strategy(step["strategy"]).meta
+            block = self.engine.strategy(step["strategy"])
+            meta = block.meta
         except LeirError as e:
             return rep.add(where, e.message)
         if owner is None or owner.name != step["strategy"]:
@@ -210,7 +211,8 @@ class RowChecker:
         if not v["equal"] or v["tolerance"]["mode"] != mode or len(v["trials"]) != 3 or \
                 not all(t["equal"] for t in v["trials"]):
             rep.add(where, f"verification is not 3 equal trials at tolerance {mode}")
-        problems = check_trace(row["cot"], step["strategy"], meta["description"], original, replayed, step["site"])
+        problems = check_trace(row["cot"], block, original, replayed,
+                               {"rule": step["rule"], "site": step["site"], "params": params})
         for p in problems:
             rep.add(where, f"chain-of-thought: {p}")
         if not problems:

@@ -284,9 +284,10 @@ class Runner:
         if not verdict.equal:
             return None, {**fail, "stage": "verify", "verdict": verification_record(verdict, outputs),
                           "message": f"{verdict.reason}: {verdict.message or ''}".strip()}
-        meta = eng.strategy(step.strategy).meta
+        block = eng.strategy(step.strategy)
+        meta = block.meta
         try:
-            trace = cot.render(step.strategy, meta["description"], program, transformed, step.site, step.rule)
+            trace = cot.render(block, program, transformed, step)
         except cot.CotError as e:
             return None, {**fail, "stage": "cot", "verdict": verification_record(verdict, outputs), "message": str(e)}
         target = opts.get("target") or "llvm"

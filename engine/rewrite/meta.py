@@ -116,6 +116,9 @@ DIRECTIVES: dict[str, Directive] = {d.key: d for d in (
     Directive("range", "range", _text("range", "must say what can overflow or underflow"), required=False),
     Directive("benefit", "benefit", _benefit, required=False),
     Directive("origin", "origin", _one_of(ORIGINS, "@origin"), required=False),
+    # the templates' slots are checked against the facts and the rules' parameters when the book
+    # loads (engine.rewrite.cot_template); here each line is kept as written
+    Directive("cot", "cot", str, required=False, repeatable=True),
 )}
 REQUIRED = tuple(k for k, d in DIRECTIVES.items() if d.required)
 OPTIONAL = tuple(k for k, d in DIRECTIVES.items() if not d.required)
@@ -139,6 +142,7 @@ class StrategyMeta:
     range: str = ""                  # why some rules are range-guarded ("" when none is)
     benefit: tuple[str, ...] = ()    # what it can improve (BENEFITS); () when the block does not say
     origin: str = "user"             # paper, extra or user (a block without @origin is a user's)
+    cot: tuple[str, ...] = ()        # the @cot lines as written (Strategy.cot holds them parsed)
     where: Mapping[str, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
 
     def score(self) -> float:

@@ -15,7 +15,9 @@ strategy's rules, up to the next header or the end of the file::
     (rule (...) ((Step lhs rhs "loop_split" params)) :ruleset step :name "loop_split")
 
 The header's directives (engine.rewrite.meta: required ``strategy category difficulty K P S
-inverse exactness description``, optional ``range benefit origin``) are read into a typed
+inverse exactness description``, optional ``range benefit origin cot``;
+``@cot [RULE:] TEMPLATE`` (repeatable) is the instance part of the strategy's chain-of-thought
+traces, with slots for the step's facts and the rule's parameters: engine.rewrite.cot_template) are read into a typed
 ``StrategyMeta``; examples (``@example`` /
 ``@after``, at least one per block) are read into ``Strategy.examples`` by examples.py; a bad value is a located problem of the rulebook, and an engine refuses to
 load it. ``@range WHY``: some rules of the strategy are sound only while the values stay
@@ -50,6 +52,7 @@ from engine.rewrite.meta import (EXACTNESS, OPTIONAL, REQUIRED, StrategyMeta, re
                                  scan_headers)
 from engine.rewrite.sexp import TOKEN, SExp, SExpError, keyword, read_sexps, sexp_text  # noqa: F401
 from engine.rewrite.sources import RULES_DIR, SCHEMA_FILE, RuleSources, manifest  # noqa: F401
+from engine.rewrite.cot_template import check_templates, parse_template
 
 METADATA_KEYS = REQUIRED
 OPTIONAL_KEYS = OPTIONAL
@@ -78,6 +81,7 @@ class Strategy:
     rules: list[str] = field(default_factory=list)        # rule :name values, in file order
     metadata: StrategyMeta | None = None                  # the typed header (None: it has problems)
     examples: list = field(default_factory=list)          # examples.Example cases, in file order
+    cot: list = field(default_factory=list)               # CotTemplate of each @cot line, in file order
 
     @property
     def category(self) -> str:
@@ -117,10 +121,16 @@ def parse_blocks(text: str, filename: str):
     starts: list[Strategy] = []
     for h in headers:
         st = Strategy(h.name, filename, h.line)
-        st.meta = {k: v[0][0] for k, v in h.entries.items()}
+        st.meta = {k: v[0][0] for k, v in h.entries.items() if k != "cot"}
         st.meta_lines = {k: v[0][1] for k, v in h.entries.items()}
         st.metadata, probs = read_meta(h)
         problems.extend(probs)
+        for value, line, col in h.entries.get("cot", ()):
+            template, why = parse_template(value, line, st.name)
+            if template is None:
+                problems.append((line, col, why))
+            else:
+                st.cot.append(template)
         starts.append(st)
     forms = read_sexps(text)
     outside: list[SExp] = []
@@ -292,4 +302,6 @@ def load_rulebook(path=None) -> Rulebook:
         if idents:
             identities[str(f)] = idents
             expanded[str(f)] = expand_identities(text, idents)
+    problems.extend(Problem(f, line, msg) for f, line, msg in
+                    check_templates(strategies, {f: expanded.get(f, t) for f, t in texts.items()}))
     return Rulebook(files, texts, strategies, problems, identities, expanded, sources)
