@@ -32,11 +32,14 @@ Adding a strategy is adding a block: no Python change.
 
 Value rewrites (the math strategies) are declared as identities instead of rules::
 
-    (identity "powsimp/exp_product" "expand_powsimp/exp_sum"
-              (Bin "*" (Call "exp" (ECons a (ENil))) (Call "exp" (ECons b (ENil))))
-              (Call "exp" (ECons (Bin "+" a b) (ENil)))
+    (identity "powsimp/exp_product" "expand_powsimp/exp_sum" "exp(a)*exp(b)" "exp(a+b)"
               :range "expand_powsimp/exp_sum")
 
+LEFT and RIGHT are LEIR expressions (engine/rewrite/identities.py translates them into terms:
+one-letter names are pattern variables, ``:where ((v TERM) ...)`` names a term written in
+their place); the constructor terms themselves are accepted too, e.g.
+``(Bin "*" (Call "exp" (ECons a (ENil))) (Call "exp" (ECons b (ENil))))``. Inside any rule,
+``(leir "TEXT" (NAME TERM) ...)`` is such a term (identities.py).
 LEFT = RIGHT holds for real numbers; the first rule rewrites LEFT into RIGHT, the optional
 second one (of the inverse strategy) RIGHT into LEFT. Each rule belongs to the block its
 name's strategy heads (in the same file). Options: ``:when (GUARD ...)`` extra guards (both
@@ -60,6 +63,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.rewrite.identities import MACRO, expand_macros
 
 
 def _rules_dir() -> Path:
@@ -127,7 +131,7 @@ EXACTNESS = ("bitwise", "reassociating")
 RANGE_RELATIONS = ("WideSite", "WideFloat", "PartialsOK")
 IDENTITY = "identity"
 TEMPLATE_NAMES = ("e", "s", "lhs", "r", "init")      # bound by the identity rule template
-IDENTITY_OPTIONS = (":when", ":let", ":params", ":range")
+IDENTITY_OPTIONS = (":when", ":let", ":params", ":range", ":where")
 
 
 @dataclass
@@ -259,6 +263,7 @@ class Identity:
     params: SExp | None
     range: list[str]                  # rule names (of ``names``) that are range-dependent
     form: SExp
+    leir: tuple[str, str] | None = None   # LEFT and RIGHT as written, when written in LEIR
 
     def directions(self) -> list[tuple[str, SExp, SExp]]:
         """(rule name, pattern, replacement) of each rule the identity declares."""
@@ -282,16 +287,21 @@ class Identity:
 def parse_identity(form: SExp) -> tuple[Identity | None, list[tuple[int, int, str]]]:
     """The identity a form declares, or None and the problems (line, col, message)."""
     items = form.value[1:]
-    names: list[str] = []
+    strings: list[SExp] = []
     while items and not items[0].is_list and items[0].value.startswith('"'):
-        names.append(items[0].value.strip('"'))
+        strings.append(items[0])
         items = items[1:]
+    texts = None
+    if not (items and items[0].is_list) and len(strings) >= 3:      # LEFT and RIGHT written in LEIR
+        texts, strings = strings[-2:], strings[:-2]
+    names = [x.value.strip('"') for x in strings]
     where = (form.line, form.col)
     if not 1 <= len(names) <= 2:
         return None, [(*where, "an identity names one rule (LEFT to RIGHT) or two (and RIGHT to LEFT)")]
-    if len(items) < 2 or not items[0].is_list or not items[1].is_list:
-        return None, [(*where, f"identity '{names[0]}' needs two terms, LEFT and RIGHT, after its rule names")]
-    left, right, rest = items[0], items[1], items[2:]
+    if texts is None and (len(items) < 2 or not items[0].is_list or not items[1].is_list):
+        return None, [(*where, f"identity '{names[0]}' needs two terms, LEFT and RIGHT, after its rule names: "
+                               "two LEIR strings or two constructor terms")]
+    left, right, rest = (None, None, items) if texts else (items[0], items[1], items[2:])
     opts: dict[str, list[SExp]] = {}
     problems = []
     i = 0
@@ -326,9 +336,42 @@ def parse_identity(form: SExp) -> tuple[Identity | None, list[tuple[int, int, st
     for n in opts.get(":range", []):
         if n.is_list or n.value.strip('"') not in names:
             problems.append((n.line, n.col, f"identity '{names[0]}': :range names a rule of this identity"))
+    if texts and not problems:
+        declared = {lt.value[0].value for lt in lets}
+        left, right = _leir_sides(names[0], texts, opts.get(":where", []), declared, problems)
     if problems:
         return None, problems
-    return Identity(names, left, right, when, lets, params[0], rng, form), []
+    return Identity(names, left, right, when, lets, params[0], rng, form,
+                    tuple(t.value[1:-1] for t in texts) if texts else None), []
+
+
+def _leir_sides(name: str, texts: list[SExp], where: list[SExp], declared: set[str], problems: list):
+    """LEFT and RIGHT of an identity written in LEIR, as terms (at the strings' positions)."""
+    from engine.rewrite.identities import ExprError, leir_term
+    binds: dict[str, str] = {}
+    for b in [x for v in where for x in (v.value if v.is_list else [v])]:
+        if not b.is_list or len(b.value) != 2 or b.value[0].is_list:
+            problems.append((b.line, b.col, f"identity '{name}': :where takes (NAME TERM) pairs"))
+            return None, None
+        binds[b.value[0].value] = sexp_text(b.value[1])
+    sides = []
+    for t in texts:
+        try:
+            term, _ = leir_term(t.value[1:-1], t.line, t.col, binds, TEMPLATE_NAMES, declared)
+        except ExprError as e:
+            problems.append((e.line, e.col, f"identity '{name}': {e}"))
+            return None, None
+        sides.append(_placed(read_sexps(term)[0], t.line, t.col))
+    return sides
+
+
+def _placed(x: SExp, line: int, col: int) -> SExp:
+    """x with every node at (line, col): a translated term is located at its string."""
+    x.line, x.col = line, col
+    if x.is_list:
+        for c in x.value:
+            _placed(c, line, col)
+    return x
 
 
 def expand_identities(text: str, identities: list[Identity]) -> str:
@@ -346,8 +389,8 @@ def expand_identities(text: str, identities: list[Identity]) -> str:
 
 
 def parse_blocks(text: str, filename: str):
-    """(strategies, forms outside any block, problems as (line, message), identities) of one
-    rule file."""
+    """(strategies, forms outside any block, problems as (line, message[, col]), identities) of
+    one rule file."""
     starts: list[Strategy] = []
     problems: list[tuple[int, str]] = []
     current: Strategy | None = None
@@ -379,14 +422,14 @@ def parse_blocks(text: str, filename: str):
     for f in forms:
         if f.head == IDENTITY:
             ident, probs = parse_identity(f)
-            problems.extend((line, msg) for line, _, msg in probs)
+            problems.extend((line, msg, col) for line, col, msg in probs)
             if ident is None:
                 continue
             for name in ident.names:
                 st = by_name.get(name.split("/")[0])
                 if st is None or "/" not in name:
                     problems.append((f.line, f"identity rule '{name}' must be named '<strategy>/<variant>' after a "
-                                             "strategy block of this file"))
+                                             "strategy block of this file", f.col))
                 else:
                     st.rules.append(name)
             identities.append(ident)
@@ -412,6 +455,16 @@ def rewrite_rulesets(text: str, blocks: list[Strategy]) -> str:
         for i in range(b.line - 1, end - 1):
             lines[i] = re.sub(r":ruleset\s+step\b", ":ruleset " + b.ruleset, lines[i])
     return "\n".join(lines)
+
+
+class Problem(tuple):
+    """(file, line, message) of a rule file's problem, with its column as ``col`` (1 when only
+    the line is known): code that unpacks three fields keeps working."""
+
+    def __new__(cls, file: str, line: int, msg: str, col: int = 1):
+        p = super().__new__(cls, (file, line, msg))
+        p.col = col
+        return p
 
 
 @dataclass
@@ -517,17 +570,22 @@ def load_rulebook(path: str | Path | None = None) -> Rulebook:
         text = f.read_text()
         texts[str(f)] = text
         try:
-            blocks, _, probs, idents = parse_blocks(text, str(f))
+            source = text
+            if "(" + MACRO in text and f.name != SCHEMA_FILE:
+                source, probs = expand_macros(text, read_sexps(text))
+                problems.extend(Problem(str(f), line, msg, col) for line, col, msg in probs)
+            blocks, _, probs, idents = parse_blocks(source, str(f))
         except SExpError as e:
-            problems.append((str(f), e.line, str(e)))
+            problems.append(Problem(str(f), e.line, str(e), e.col))
             continue
         if f.name == SCHEMA_FILE and (blocks or idents):
             line = blocks[0].line if blocks else idents[0].form.line
-            problems.append((str(f), line, "strategy blocks and identities belong in the strategy files, not the schema"))
+            problems.append(Problem(str(f), line, "strategy blocks and identities belong in the strategy files, not the schema"))
             continue
         strategies.extend(blocks)
-        problems.extend((str(f), line, msg) for line, msg in probs)
+        problems.extend(Problem(str(f), *p) for p in probs)
         if idents:
             identities[str(f)] = idents
-            expanded[str(f)] = expand_identities(text, idents)
+        if idents or source is not text:
+            expanded[str(f)] = expand_identities(source, idents)
     return Rulebook(files, texts, strategies, problems, identities, expanded)
