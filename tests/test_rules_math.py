@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 
+import re
+
 import pytest
 import sympy
 
@@ -115,6 +117,46 @@ def test_rule_is_an_identity(rule):
     lhs, rhs = tr(pattern), tr(repl)
     assert sympy.simplify(sympy.expand_log(lhs - rhs, force=False)) == 0, (rule, lhs, rhs)
     assert tr.text(pattern) != tr.text(repl)  # a structural rewrite, not a no-op
+
+
+def leir_identities():
+    """(rule names, LEFT, RIGHT, positive names) of every identity of math.egg, as written in LEIR."""
+    book = load_rulebook()
+    out = []
+    for ident in book.identities[str(RULES_DIR / "math.egg")]:
+        assert ident.leir is not None, f"{ident.names[0]}: not written in LEIR"
+        positive = {g.value[1].value for g in ident.when if g.value[0].value == "Positive"}
+        out.append((ident.names, *ident.leir, positive))
+    return out
+
+
+def leir_sympy(text, positive):
+    """A LEIR expression of an identity in sympy: its syntax is Python's for + - * / ** and
+    calls; every name is a real symbol (positive where a guard says so), exp and log sympy's."""
+    names = set(re.findall(r"\b[a-z]+\b", text)) - {"exp", "log"}
+    syms = {n: sympy.Symbol(n, positive=True) if n in positive else sympy.Symbol(n, real=True, nonzero=True)
+            for n in names}
+    return sympy.sympify(text, locals={**syms, "exp": sympy.exp, "log": sympy.log})
+
+
+@pytest.mark.parametrize("names,left,right,positive", leir_identities(), ids=[i[0][0] for i in leir_identities()])
+def test_leir_identity_is_an_identity(names, left, right, positive):
+    """The identity as its author wrote it (LEIR text) holds; test_rule_is_an_identity proves
+    the rules the loader made of it."""
+    lhs, rhs = leir_sympy(left, positive), leir_sympy(right, positive)
+    assert sympy.simplify(sympy.expand_log(lhs - rhs, force=False)) == 0, (names, lhs, rhs)
+
+
+def test_leir_text_and_expanded_rule_agree():
+    """Each LEIR identity and the rule the loader expanded it into are the same expression."""
+    rules = {r[0]: r for r in math_rules()}
+    for names, left, right, positive in leir_identities():
+        name, pattern, repl, lets, pos = rules[names[0]]
+        tr = Translate({}, pos)
+        got = tr(pattern) - tr(repl)
+        want = leir_sympy(left, positive) - leir_sympy(right, positive)
+        if not tr.opaque:                     # pivots and tensor reads are opaque symbols there
+            assert sympy.simplify(got - want) == 0, (name, got, want)
 
 
 def test_log_rules_need_positivity():

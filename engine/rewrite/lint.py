@@ -110,8 +110,8 @@ def _vars(x: SExp, out: list):
 def lint(path: str | Path | None = None) -> Report:
     rep = Report()
     book = load_rulebook(path)
-    for f, line, msg in book.problems:
-        rep.error(f, line, 1, msg)
+    for p in book.problems:
+        rep.error(p[0], p[1], getattr(p, "col", 1), p[2])
 
     # 1. egglog accepts the files
     from egglog.bindings import EGraph, EggSmolError
