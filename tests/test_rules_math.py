@@ -375,6 +375,9 @@ MATH_EXCEPTIONS = {
     # the only exp is K += exp(C) and K flows (log, then the leaky ReLU's D<0) into a comparison:
     # InexactOK rejects every rounding-changing rewrite upstream of an exact comparison
     ("Gemm_LogSumExp_LeakyReLU_LeakyReLU_GELU_GELU", "exponential_split"): "exact_use",
+    # every exp reads the -inf-masked attention scores (W = if_then_else(mask, -inf, S)): with V and
+    # its pivot -inf, exp(V-P)*exp(P) is exp(NaN); the split needs finite operands (issue 19 item 7)
+    **{(p, "exponential_split"): "infinite" for p in ["MHA_Gemm_ReLU", "MQA_Gemm", "MQA_mean"]},
 }
 
 
@@ -485,3 +488,15 @@ def test_reference_exponential_split_upstream_of_a_comparison():
     progs, _ = _corpus()
     p = progs["Gemm_LogSumExp_LeakyReLU_LeakyReLU_GELU_GELU"]
     assert {"K", "D"} <= exact_uses(p)  # K -> D = log(K) -> D < 0 in E's if_then_else
+
+
+@pytest.mark.parametrize("name", sorted(k[0] for k, v in MATH_EXCEPTIONS.items() if v == "infinite"))
+def test_reference_exponential_split_of_a_masked_value(name):
+    """Every exp of the program reads a tensor that may hold -inf (the mask), and its pivot would too."""
+    from engine.leir.ast import Call, refs, walk
+    from engine.rewrite.analyses.values import possibly_infinite
+    progs, _ = _corpus()
+    p = progs[name]
+    inf = possibly_infinite(p)
+    exps = [n for q in p.info.equations for n in walk(q.eq.rhs) if isinstance(n, Call) and n.func == "exp"]
+    assert exps and all(any("-" in inf.get(r.name, ()) for r in refs(e.args[0])) for e in exps)
