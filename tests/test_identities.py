@@ -94,8 +94,8 @@ def test_leir_identity_expands_like_its_constructor_form(tmp_path):
 def test_bad_leir_identities_are_located(tmp_path, old, new, message, where):
     assert old in LEIR_PAIR
     errs = _errors(lint(rule_file_dir(tmp_path, LEIR_PAIR.replace(old, new))))
-    if message is None:      # a :where term is written in place: egglog sees the rule
-        assert errs and all("does not bind" in e or "egglog" in e for e in errs), errs
+    if message is None:      # a :where term is written in place: lint sees the rule it makes
+        assert any("does not bind" in e for e in errs), errs
         return
     assert any(message in e and f"x.egg:{where}:" in e for e in errs), errs
 

@@ -28,7 +28,7 @@ def loaded_forms(rules_dir) -> dict[tuple[str, str], str]:
         for form in read_sexps(text):
             name = keyword(form, ":name")
             one = sexp_text(form)
-            out[(Path(filename).name, name.value if name is not None else one)] = one
+            out[(Path(filename).name, name.value.strip('"') if name is not None else one)] = one
     return out
 
 
