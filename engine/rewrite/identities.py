@@ -87,7 +87,8 @@ def leir_term(text: str, line: int, col: int, bindings: dict[str, str] | None = 
     from engine.leir.parser import parse_expr
     bindings = bindings or {}
     if "\\" in text:
-        raise ExprError("a LEIR expression in a rule file takes no escapes", *_at(_offset(text, text.index("\\")), line, col))
+        where = _at(_offset(text, text.index("\\")), line, col)
+        raise ExprError("a LEIR expression in a rule file takes no escapes", *where)
     try:
         expr = parse_expr(text)
     except LeirError as e:

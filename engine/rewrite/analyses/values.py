@@ -84,7 +84,8 @@ def _infinities(e, env) -> frozenset:
         f = e.func
         if f in ("max", "min"):
             up, down = ("+", "-") if f == "max" else ("-", "+")
-            return frozenset(([up] if any(up in x for x in xs) else []) + ([down] if all(down in x for x in xs) else []))
+            grows = any(up in x for x in xs)          # max(x, +inf) = +inf; max(x, -inf) = x
+            return frozenset(([up] if grows else []) + ([down] if all(down in x for x in xs) else []))
         if f == "if_then_else":
             return xs[1] | xs[2]
         if f in ("exp", "sqrt"):
