@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 
+import re
+
 import pytest
 import sympy
 
@@ -115,6 +117,46 @@ def test_rule_is_an_identity(rule):
     lhs, rhs = tr(pattern), tr(repl)
     assert sympy.simplify(sympy.expand_log(lhs - rhs, force=False)) == 0, (rule, lhs, rhs)
     assert tr.text(pattern) != tr.text(repl)  # a structural rewrite, not a no-op
+
+
+def leir_identities():
+    """(rule names, LEFT, RIGHT, positive names) of every identity of math.egg, as written in LEIR."""
+    book = load_rulebook()
+    out = []
+    for ident in book.identities[str(RULES_DIR / "math.egg")]:
+        assert ident.leir is not None, f"{ident.names[0]}: not written in LEIR"
+        positive = {g.value[1].value for g in ident.when if g.value[0].value == "Positive"}
+        out.append((ident.names, *ident.leir, positive))
+    return out
+
+
+def leir_sympy(text, positive):
+    """A LEIR expression of an identity in sympy: its syntax is Python's for + - * / ** and
+    calls; every name is a real symbol (positive where a guard says so), exp and log sympy's."""
+    names = set(re.findall(r"\b[a-z]+\b", text)) - {"exp", "log"}
+    syms = {n: sympy.Symbol(n, positive=True) if n in positive else sympy.Symbol(n, real=True, nonzero=True)
+            for n in names}
+    return sympy.sympify(text, locals={**syms, "exp": sympy.exp, "log": sympy.log})
+
+
+@pytest.mark.parametrize("names,left,right,positive", leir_identities(), ids=[i[0][0] for i in leir_identities()])
+def test_leir_identity_is_an_identity(names, left, right, positive):
+    """The identity as its author wrote it (LEIR text) holds; test_rule_is_an_identity proves
+    the rules the loader made of it."""
+    lhs, rhs = leir_sympy(left, positive), leir_sympy(right, positive)
+    assert sympy.simplify(sympy.expand_log(lhs - rhs, force=False)) == 0, (names, lhs, rhs)
+
+
+def test_leir_text_and_expanded_rule_agree():
+    """Each LEIR identity and the rule the loader expanded it into are the same expression."""
+    rules = {r[0]: r for r in math_rules()}
+    for names, left, right, positive in leir_identities():
+        name, pattern, repl, lets, pos = rules[names[0]]
+        tr = Translate({}, pos)
+        got = tr(pattern) - tr(repl)
+        want = leir_sympy(left, positive) - leir_sympy(right, positive)
+        if not tr.opaque:                     # pivots and tensor reads are opaque symbols there
+            assert sympy.simplify(got - want) == 0, (name, got, want)
 
 
 def test_log_rules_need_positivity():
@@ -333,6 +375,9 @@ MATH_EXCEPTIONS = {
     # the only exp is K += exp(C) and K flows (log, then the leaky ReLU's D<0) into a comparison:
     # InexactOK rejects every rounding-changing rewrite upstream of an exact comparison
     ("Gemm_LogSumExp_LeakyReLU_LeakyReLU_GELU_GELU", "exponential_split"): "exact_use",
+    # every exp reads the -inf-masked attention scores (W = if_then_else(mask, -inf, S)): with V and
+    # its pivot -inf, exp(V-P)*exp(P) is exp(NaN); the split needs finite operands (issue 19 item 7)
+    **{(p, "exponential_split"): "infinite" for p in ["MHA_Gemm_ReLU", "MQA_Gemm", "MQA_mean"]},
 }
 
 
@@ -443,3 +488,15 @@ def test_reference_exponential_split_upstream_of_a_comparison():
     progs, _ = _corpus()
     p = progs["Gemm_LogSumExp_LeakyReLU_LeakyReLU_GELU_GELU"]
     assert {"K", "D"} <= exact_uses(p)  # K -> D = log(K) -> D < 0 in E's if_then_else
+
+
+@pytest.mark.parametrize("name", sorted(k[0] for k, v in MATH_EXCEPTIONS.items() if v == "infinite"))
+def test_reference_exponential_split_of_a_masked_value(name):
+    """Every exp of the program reads a tensor that may hold -inf (the mask), and its pivot would too."""
+    from engine.leir.ast import Call, refs, walk
+    from engine.rewrite.analyses.values import possibly_infinite
+    progs, _ = _corpus()
+    p = progs[name]
+    inf = possibly_infinite(p)
+    exps = [n for q in p.info.equations for n in walk(q.eq.rhs) if isinstance(n, Call) and n.func == "exp"]
+    assert exps and all(any("-" in inf.get(r.name, ()) for r in refs(e.args[0])) for e in exps)

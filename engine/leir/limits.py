@@ -264,6 +264,11 @@ def check_tree(body) -> None:
         mark_checked(todo)
 
 
+def check_expr(expr) -> None:
+    """``check_tree`` for one expression (engine.leir.parser.parse_expr)."""
+    _check([expr])
+
+
 def _check(body) -> None:
     stack = [(n, 1) for n in reversed(body)]
     pop, push = stack.pop, stack.append

@@ -19,7 +19,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from engine.leir.ast import (DTYPES, FUNCTIONS, SCOPES, BinOp, Call, Compare, Equation, Loop, Nest, Num, Pos,
                              Ref, Unary, Var)
 from engine.leir.diagnostics import LeirError
-from engine.leir.limits import MAX_EXTENT, check_tree, int_literal_error, read_int, tensor_name_error
+from engine.leir.limits import MAX_EXTENT, check_expr, check_tree, int_literal_error, read_int, tensor_name_error
 
 # What a lark terminal means, for "expected ..." messages.
 _TERMINAL_NAMES = {
@@ -184,9 +184,12 @@ class _ToAst(Transformer):
 
 
 @functools.lru_cache(maxsize=None)
-def _lark() -> Lark:
+def _lark(start: str = "start") -> Lark:
+    """The parser of a program body (``start``) or of one expression (``expr``: the rule
+    files' LEIR identities, engine.rewrite.leirterms)."""
     grammar = (Path(__file__).parent / "leir.lark").read_text()
-    return Lark(grammar, parser="lalr", lexer="contextual", transformer=_ToAst(), maybe_placeholders=False)
+    return Lark(grammar, parser="lalr", lexer="contextual", transformer=_ToAst(), maybe_placeholders=False,
+                start=start)
 
 
 def _describe_expected(expected) -> str:
@@ -202,26 +205,24 @@ def _token_text(tok) -> str:
     return f"'{tok}'"
 
 
-def _end_of_input(text: str, expected) -> LeirError:
+def _end_of_input(text: str, expected, hint: str = "; is a ']' or ';' missing?") -> LeirError:
     """The error for text that stops early, placed just after its last character."""
     kept = text.rstrip(" \t\f\r\n")  # the grammar's whitespace
     line = kept.count("\n") + 1
     col = len(kept) - (kept.rfind("\n") + 1) + 1
-    return LeirError(f"unexpected end of input (expected {_describe_expected(expected)}); "
-                     "is a ']' or ';' missing?", line, col)
+    return LeirError(f"unexpected end of input (expected {_describe_expected(expected)}){hint}", line, col)
 
 
-def parse_body(text: str):
-    """Parse LEIR statements into a tuple of ``Nest``; raises ``LeirError`` on bad input."""
-    if not text.strip():
-        raise LeirError("empty program: expected at least one loop nest like 'B^{N}_{tx=0}[...];'", 1, 1)
+def _parse(text: str, start: str):
+    """Run the parser for ``start``; every lark error becomes a located ``LeirError``."""
+    hint = "" if start == "expr" else "; is a ']' or ';' missing?"
     try:
-        body = _lark().parse(text)
+        return _lark(start).parse(text)
     except UnexpectedEOF as e:
-        raise _end_of_input(text, e.expected) from None
+        raise _end_of_input(text, e.expected, hint) from None
     except UnexpectedToken as e:
         if e.token.type == "$END":
-            raise _end_of_input(text, e.expected) from None
+            raise _end_of_input(text, e.expected, hint) from None
         raise LeirError(f"unexpected {_token_text(e.token)} (expected {_describe_expected(e.expected)})",
                         e.line, e.column) from None
     except UnexpectedCharacters as e:
@@ -230,5 +231,22 @@ def parse_body(text: str):
         raise LeirError(f"unexpected character {shown}", e.line, e.column) from None
     except UnexpectedInput as e:  # any other lark input error
         raise LeirError(str(e).splitlines()[0], getattr(e, "line", None), getattr(e, "column", None)) from None
+
+
+def parse_body(text: str):
+    """Parse LEIR statements into a tuple of ``Nest``; raises ``LeirError`` on bad input."""
+    if not text.strip():
+        raise LeirError("empty program: expected at least one loop nest like 'B^{N}_{tx=0}[...];'", 1, 1)
+    body = _parse(text, "start")
     check_tree(body)  # bound the depth (what the callbacks checked is remembered: cheap)
     return body
+
+
+def parse_expr(text: str):
+    """Parse one LEIR expression (the grammar's ``expr``: tensor reads, numbers, loop variables,
+    calls, unary and binary operators, comparisons); raises ``LeirError`` on bad input."""
+    if not text.strip():
+        raise LeirError("empty expression", 1, 1)
+    expr = _parse(text, "expr")
+    check_expr(expr)
+    return expr

@@ -465,7 +465,7 @@ class Enumerator:
         self.book = rulebook or load_rulebook(rules_dir)
         if self.book.problems:
             f, line, msg = self.book.problems[0]
-            raise LeirError(msg, line, None, file=f)
+            raise LeirError(msg, line, getattr(self.book.problems[0], "col", None), file=f)
         self.strategies = self.book.by_name()
         self.owner = self.book.rule_owner()
         self.order = {s.name: i for i, s in enumerate(self.book.strategies)}

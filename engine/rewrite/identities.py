@@ -3,10 +3,13 @@ expanded into egglog rules, in place, by the rule loader.
 
 Value rewrites (the math strategies) are declared as identities instead of rules::
 
-    (identity "powsimp/exp_product" "expand_powsimp/exp_sum"
-              (Bin "*" (Call "exp" (ECons a (ENil))) (Call "exp" (ECons b (ENil))))
-              (Call "exp" (ECons (Bin "+" a b) (ENil)))
+    (identity "powsimp/exp_product" "expand_powsimp/exp_sum" "exp(a)*exp(b)" "exp(a+b)"
               :range "expand_powsimp/exp_sum")
+
+LEFT and RIGHT are LEIR expressions (engine/rewrite/leirterms.py translates them into terms:
+one-letter names are pattern variables, ``:where ((v TERM) ...)`` names a term written in
+their place); the constructor terms themselves are accepted too, e.g.
+``(Bin "*" (Call "exp" (ECons a (ENil))) (Call "exp" (ECons b (ENil))))``.
 
 LEFT = RIGHT holds for real numbers; the first rule rewrites LEFT into RIGHT, the optional
 second one (of the inverse strategy) RIGHT into LEFT. Each rule belongs to the block its
@@ -29,11 +32,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.rewrite.sexp import SExp, sexp_text
+from engine.rewrite.sexp import SExp, read_sexps, sexp_text
 
 IDENTITY = "identity"
 TEMPLATE_NAMES = ("e", "s", "lhs", "r", "init")      # bound by the identity rule template
-IDENTITY_OPTIONS = (":when", ":let", ":params", ":range")
+IDENTITY_OPTIONS = (":when", ":let", ":params", ":range", ":where")
 
 
 @dataclass
@@ -48,6 +51,7 @@ class Identity:
     params: SExp | None
     range: list[str]                  # rule names (of ``names``) that are range-dependent
     form: SExp
+    leir: tuple[str, str] | None = None   # LEFT and RIGHT as written, when written in LEIR
 
     def directions(self) -> list[tuple[str, SExp, SExp]]:
         """(rule name, pattern, replacement) of each rule the identity declares."""
@@ -71,16 +75,21 @@ class Identity:
 def parse_identity(form: SExp) -> tuple[Identity | None, list[tuple[int, int, str]]]:
     """The identity a form declares, or None and the problems (line, col, message)."""
     items = form.value[1:]
-    names: list[str] = []
+    strings: list[SExp] = []
     while items and not items[0].is_list and items[0].value.startswith('"'):
-        names.append(items[0].value.strip('"'))
+        strings.append(items[0])
         items = items[1:]
+    texts = None
+    if not (items and items[0].is_list) and len(strings) >= 3:      # LEFT and RIGHT written in LEIR
+        texts, strings = strings[-2:], strings[:-2]
+    names = [x.value.strip('"') for x in strings]
     where = (form.line, form.col)
     if not 1 <= len(names) <= 2:
         return None, [(*where, "an identity names one rule (LEFT to RIGHT) or two (and RIGHT to LEFT)")]
-    if len(items) < 2 or not items[0].is_list or not items[1].is_list:
-        return None, [(*where, f"identity '{names[0]}' needs two terms, LEFT and RIGHT, after its rule names")]
-    left, right, rest = items[0], items[1], items[2:]
+    if texts is None and (len(items) < 2 or not items[0].is_list or not items[1].is_list):
+        return None, [(*where, f"identity '{names[0]}' needs two terms, LEFT and RIGHT, after its rule names: "
+                               "two LEIR strings or two constructor terms")]
+    left, right, rest = (None, None, items) if texts else (items[0], items[1], items[2:])
     opts: dict[str, list[SExp]] = {}
     problems = []
     i = 0
@@ -115,9 +124,42 @@ def parse_identity(form: SExp) -> tuple[Identity | None, list[tuple[int, int, st
     for n in opts.get(":range", []):
         if n.is_list or n.value.strip('"') not in names:
             problems.append((n.line, n.col, f"identity '{names[0]}': :range names a rule of this identity"))
+    if texts and not problems:
+        declared = {lt.value[0].value for lt in lets}
+        left, right = _leir_sides(names[0], texts, opts.get(":where", []), declared, problems)
     if problems:
         return None, problems
-    return Identity(names, left, right, when, lets, params[0], rng, form), []
+    return Identity(names, left, right, when, lets, params[0], rng, form,
+                    tuple(t.value[1:-1] for t in texts) if texts else None), []
+
+
+def _leir_sides(name: str, texts: list[SExp], where: list[SExp], declared: set[str], problems: list):
+    """LEFT and RIGHT of an identity written in LEIR, as terms (at the strings' positions)."""
+    from engine.rewrite.leirterms import ExprError, leir_term
+    binds: dict[str, str] = {}
+    for b in [x for v in where for x in (v.value if v.is_list else [v])]:
+        if not b.is_list or len(b.value) != 2 or b.value[0].is_list:
+            problems.append((b.line, b.col, f"identity '{name}': :where takes (NAME TERM) pairs"))
+            return None, None
+        binds[b.value[0].value] = sexp_text(b.value[1])
+    sides = []
+    for t in texts:
+        try:
+            term, _ = leir_term(t.value[1:-1], t.line, t.col, binds, TEMPLATE_NAMES, declared)
+        except ExprError as e:
+            problems.append((e.line, e.col, f"identity '{name}': {e}"))
+            return None, None
+        sides.append(_placed(read_sexps(term)[0], t.line, t.col))
+    return sides
+
+
+def _placed(x: SExp, line: int, col: int) -> SExp:
+    """x with every node at (line, col): a translated term is located at its string."""
+    x.line, x.col = line, col
+    if x.is_list:
+        for c in x.value:
+            _placed(c, line, col)
+    return x
 
 
 def expand_identities(text: str, identities: list[Identity]) -> str:

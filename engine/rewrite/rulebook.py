@@ -35,7 +35,8 @@ Rules in a block are written with ``:ruleset step``; the loader moves each block
 own ruleset ``s_<strategy>`` (same line, so egglog's error spans stay right) and defines
 ``step`` as the union of all of them, so a query can run any subset for one iteration.
 Value rewrites are declared as identities (engine.rewrite.identities), expanded into rules
-in place. Adding a strategy is adding a block: no Python change. Which files are loaded:
+in place; their LEFT and RIGHT are LEIR expressions, and inside any rule ``(leir "TEXT" (NAME
+TERM) ...)`` is such a term (engine.rewrite.leirterms translates both into the schema's terms). Adding a strategy is adding a block: no Python change. Which files are loaded:
 engine.rewrite.sources.
 """
 from __future__ import annotations
@@ -53,6 +54,7 @@ from engine.rewrite.meta import (EXACTNESS, OPTIONAL, REQUIRED, StrategyMeta, re
 from engine.rewrite.sexp import TOKEN, SExp, SExpError, keyword, read_sexps, sexp_text  # noqa: F401
 from engine.rewrite.sources import RULES_DIR, SCHEMA_FILE, RuleSources, manifest  # noqa: F401
 from engine.rewrite.cot_template import check_templates, parse_template
+from engine.rewrite.leirterms import MACRO, expand_macros
 
 METADATA_KEYS = REQUIRED
 OPTIONAL_KEYS = OPTIONAL
@@ -281,7 +283,11 @@ def load_rulebook(path=None) -> Rulebook:
         text = f.read_text()
         texts[str(f)] = text
         try:
-            blocks, _, probs, idents = parse_blocks(text, str(f))
+            source = text
+            if "(" + MACRO in text and f != files[0]:
+                source, probs = expand_macros(text, read_sexps(text))
+                problems.extend(Problem(str(f), line, msg, col) for line, col, msg in probs)
+            blocks, _, probs, idents = parse_blocks(source, str(f))
         except SExpError as e:
             problems.append(Problem(str(f), e.line, str(e), e.col))
             continue
@@ -301,7 +307,8 @@ def load_rulebook(path=None) -> Rulebook:
         problems.extend(Problem(str(f), line, msg, col) for line, col, msg in probs)
         if idents:
             identities[str(f)] = idents
-            expanded[str(f)] = expand_identities(text, idents)
+        if idents or source is not text:
+            expanded[str(f)] = expand_identities(source, idents)
     problems.extend(Problem(f, line, msg) for f, line, msg in
                     check_templates(strategies, {f: expanded.get(f, t) for f, t in texts.items()}))
     return Rulebook(files, texts, strategies, problems, identities, expanded, sources)
