@@ -32,6 +32,10 @@ INSTALL = ("needs the llm-local extra: CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DGGML_AVX
            "-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF\" pip install -e '.[llm-local]'")
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 PROMPT_TOKENS_MAX = 2000              # issue 18: each menu prompt at most 2,000 tokens
+# seconds per request: llama.cpp's server answers one request at a time and keeps computing one whose client
+# gave up, so a timeout only queues the retry behind it; on a busy 2-core machine a 1,000-token prompt can
+# take over a minute (about 4 s when the machine is quiet)
+LLM_TIMEOUT = "600"
 # what a model's answer may become: a failed sample with one of these reasons, or a verified one
 ANSWER_FAILURES = {"parse failed", "not on menu", "invalid program"}
 
@@ -70,14 +74,16 @@ class Server:
 @pytest.fixture(scope="session")
 def llama(tmp_path_factory):
     """llama.cpp's server with SmolLM2 on a free port of 127.0.0.1, ready to answer; stopped
-    (its whole process group) at the end of the session."""
+    (its whole process group) at the end of the session. The context (8192, SmolLM2's own) must
+    hold a prompt and the client's max_tokens (4096 by default): the server refuses a request
+    whose sum exceeds it."""
     model = gguf_path()
     if model is None:
         pytest.skip(INSTALL)
     port = _free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL,
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads", "2",
+           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--n_threads", "2",
            "--n_threads_batch", "2", "--verbose", "False"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -109,7 +115,7 @@ def llama(tmp_path_factory):
             pass
 
 
-def run_module(*args, timeout=600) -> subprocess.CompletedProcess:
+def run_module(*args, timeout=1800) -> subprocess.CompletedProcess:
     """``python -m ...`` from the repository root, as a user runs it."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -140,7 +146,7 @@ def test_menu_search_answers_are_menu_entries_within_2000_prompt_tokens(llama, t
     forms = _constraint_forms()
     out = tmp_path / "softmax.json"
     r = run_module("search", "examples/softmax.leir", "-o", str(out), "--policy", "llm", "--endpoint", llama.url,
-                   "--model", llama.model, "--budget", "4", "--quiet")
+                   "--model", llama.model, "--budget", "4", "--llm-timeout", LLM_TIMEOUT, "--quiet", timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]
     traj = json.loads(out.read_text())
     samples, calls = traj["samples"], traj["llm_calls"]
@@ -166,8 +172,8 @@ def test_menu_search_answers_are_menu_entries_within_2000_prompt_tokens(llama, t
 def test_free_form_search_records_every_answer_and_never_crashes(llama, tmp_path):
     out = tmp_path / "softmax-free.json"
     r = run_module("search", "examples/softmax.leir", "-o", str(out), "--policy", "llm-free", "--endpoint",
-                   llama.url, "--model", llama.model, "--algorithm", "chain", "--iterations", "3", "--budget", "2",
-                   "--max-tokens", "512", "--quiet")
+                   llama.url, "--model", llama.model, "--algorithm", "chain", "--iterations", "2", "--budget", "2",
+                   "--max-tokens", "256", "--llm-timeout", LLM_TIMEOUT, "--quiet")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Traceback" not in r.stderr
     traj = json.loads(out.read_text())
@@ -209,7 +215,7 @@ def test_dataset_evaluate_end_to_end_and_again_from_its_journal(llama, tiny_data
     assert any(x["split"] == "test" for x in test_rows)
     out = tmp_path / "eval"
     cmd = ("dataset.evaluate", str(tiny_dataset), "--endpoint", llama.url, "--model", llama.model, "--limit", "2",
-           "--max-tokens", "384", "-o", str(out), "--json")
+           "--max-tokens", "256", "--llm-timeout", LLM_TIMEOUT, "--concurrency", "1", "-o", str(out), "--json")
     r = run_module(*cmd)
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads((out / "results.json").read_text())
