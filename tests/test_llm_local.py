@@ -123,10 +123,9 @@ def run_module(*args, timeout=1800) -> subprocess.CompletedProcess:
 
 
 def _constraint_forms():
-    """The constraint forms of --constraint auto (issue 18 item 1), or a skip until they exist."""
+    """The constraint forms of --constraint auto."""
     from search.options import CONSTRAINTS
-    if "auto" not in CONSTRAINTS:
-        pytest.skip("awaits --constraint auto (issue 18 item 1): today's default form is ignored by llama.cpp")
+    assert "auto" in CONSTRAINTS
     from search.constraint import FORM
     return FORM
 
@@ -190,10 +189,8 @@ def test_free_form_search_records_every_answer_and_never_crashes(llama, tmp_path
     # every answer is a sample or a proposal of a program already known (not charged)
     assert samples or traj["summary"]["repeated_proposals"] > 0
     assert traj["summary"]["samples"] == len(samples) <= 2
-    from search.options import CONSTRAINTS
-    if "auto" in CONSTRAINTS:                                   # the form negotiated is named (issue 18 item 1)
-        _negotiation_errors_only(traj)
-        assert traj["summary"]["policy"]["constraint"] in _constraint_forms()
+    _negotiation_errors_only(traj)                              # the form negotiated is named
+    assert traj["summary"]["policy"]["constraint"] in _constraint_forms()
 
 
 # ------------------------------------------------------------------------------- dataset.evaluate
@@ -209,8 +206,6 @@ def tiny_dataset(tmp_path_factory):
 
 
 def test_dataset_evaluate_end_to_end_and_again_from_its_journal(llama, tiny_dataset, tmp_path):
-    if importlib.util.find_spec("dataset.evaluate") is None:
-        pytest.skip("awaits python -m dataset.evaluate (issue 18 item 4)")
     test_rows = [json.loads(x) for x in (tiny_dataset / "single.jsonl").read_text().splitlines()]
     assert any(x["split"] == "test" for x in test_rows)
     out = tmp_path / "eval"
