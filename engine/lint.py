@@ -1,10 +1,12 @@
-"""``python -m engine.lint [RULES_DIR]``: check rule files (metadata, names, relations, guards)."""
+"""``python -m engine.lint [RULES_DIR]``: check rule files (metadata, names, relations, guards, and
+that the code generator compiles every compute rule: a helper is defined by its rules alone)."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 from engine.leir.cli import run_cli
+from engine.rewrite.compute import helper_problems
 from engine.rewrite.lint import lint
 
 
@@ -18,6 +20,8 @@ def main(argv=None) -> int:
         print(f"error: {path}: no such file or directory", file=sys.stderr)
         return 2
     rep = lint(path)
+    for f, line, col, msg in helper_problems(path):
+        rep.error(f, line, col, msg)
     for line in rep.lines():
         print(line, file=sys.stderr)
     n = len(rep.items) - rep.errors
