@@ -87,6 +87,7 @@ class Enumerator:
     rule_matches = property(lambda self: self.session.rule_matches)
     _depth = property(lambda self: self.session.depth)
     _queried = property(lambda self: self.session.queried)
+    _static = property(lambda self: self.session.static)
 
     def select(self, strategies=None, categories=None) -> tuple[str, ...] | None:
         """The selected strategies in rule-file order (None: every strategy, all loaded)."""
