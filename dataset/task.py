@@ -251,7 +251,7 @@ class Runner:
     def _provenance(step) -> dict:
         return {"strategy": step.strategy, "category": step.category, "rule": step.rule, "site": list(step.site),
                 "params": json.dumps(step.choice, sort_keys=True), "exactness": step.exactness, "key": step.key,
-                "also": [a[0] for a in step.alternatives]}
+                "also": [a.strategy for a in step.alternatives]}
 
     def _duplicate(self, record, origin, step, first_rule: str) -> dict:
         return {"id": row_id(record, step.key), "program": record["name"], "source": origin["source"],

@@ -47,7 +47,7 @@ def main(argv=None) -> int:
         path = ex.path(ex.found)
         print(f"reachable in {len(path)} step(s)")
         for i, p in enumerate(path, 1):
-            ps = ",".join(f"{k}={v}" for k, v in p.params)
+            ps = ",".join(f"{k}={v}" for k, v in p.params.items())
             print(f"  {i}. {p.strategy} ({p.rule}) at site {list(p.site)} {ps}")
         return 0
     why = {"saturated": "no new programs", "iterations": "all levels explored"}.get(ex.stop_reason, ex.stop_reason + " limit")

@@ -1,5 +1,6 @@
 """``python -m engine.lint [RULES_DIR] [--rules DIR ...] [--no-builtin-rules] [--examples]``: check
-rule files (metadata, names, relations, guards, examples). RULES_DIR is read like ``--rules``: a
+rule files (metadata, names, relations, guards, examples, and
+that the code generator compiles every compute rule: a helper is defined by its rules alone). RULES_DIR is read like ``--rules``: a
 folder of one's own strategy files is checked with the built-in rules, a complete rules directory
 (with its own leir.egg) alone. ``--examples`` also runs every block's examples (enumerate, replay,
 verify on llvm: engine/rewrite/example_check.py)."""
@@ -13,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.leir.cli import run_cli
+from engine.rewrite.compute import helper_problems
 from engine.rewrite.lint import lint
 from engine.rewrite.sources import add_rules_options
 
@@ -31,6 +33,8 @@ def main(argv=None) -> int:
             return 2
         sources = replace(sources, dirs=(args.folder,) + sources.dirs)
     rep = lint(sources)
+    for f, line, col, msg in helper_problems(sources):
+        rep.error(f, line, col, msg)
     for line in rep.lines():
         print(line, file=sys.stderr)
     n = len(rep.items) - rep.errors

@@ -252,7 +252,7 @@ def test_placeholders_resolved_in_provenance():
     assert nbs
     for nb in nbs:
         for pv in nb.provenances:
-            assert not any(isinstance(v, str) and v.startswith("#") for _, v in pv.params), pv.params
+            assert not any(isinstance(v, str) and v.startswith("#") for _, v in pv.params.items()), pv.params
         prefix = dict(nb.provenances[0].params)["prefix"]
         assert prefix in nb.fresh_names.values() and f"{prefix}^{{" in nb.leir
         assert "#" not in json.dumps(nb.to_json())

@@ -37,7 +37,7 @@ def check_program(engine, program) -> set[str]:
     steps = engine.enumerate(program)
     owner: dict[str, str] = {}
     for s in steps:
-        for rule, site, params in [(s.rule, s.site, s.params)] + [(a[2], a[3], dict(a[4])) for a in s.alternatives]:
+        for rule, site, params in [(s.rule, s.site, s.params)] + [(a.rule, a.site, a.params) for a in s.alternatives]:
             k = step_key(rule, site, params)
             assert owner.setdefault(k, s.leir) == s.leir, \
                 f"{program.name}: {rule} at {list(site)} with {dict(params)} gives two different programs"

@@ -1,68 +1,97 @@
-"""engine.native's helper definitions agree with their compute rules, edge cases included."""
+"""A helper is defined by its compute rules alone: the code generator compiles them (edge
+cases included), and a rule it cannot compile is refused when the rules load, not at run time."""
+import subprocess
+import sys
+
 import pytest
 
-from engine.rewrite.compute import ComputeRules, Evaluator
-from engine.rewrite.schema import Unsupported
+from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_programs
-from engine.rewrite.native import NATIVE
+from engine.rewrite.compute import ComputeRules, Evaluator, helper_problems
 from engine.rewrite.rulebook import load_rulebook
+from engine.rewrite.schema import Unsupported
 from engine.rewrite.terms import Interner, encode
 
 from conftest import CORPUS
 
 
 @pytest.fixture(scope="module")
-def rules():
-    texts = [t for _, t in load_rulebook(None).programs()]
-    return ComputeRules(texts, shortcuts=False)
+def texts():
+    return [t for _, t in load_rulebook(None).programs()]
 
 
-def _both(rules, interner, name, args):
-    """(native result, rule result); each an int key or the exception class it raised."""
-    out = []
-    for fn in (NATIVE[name], rules.generated[name]):
-        ev = Evaluator(rules, interner)
-        try:
-            out.append(fn(ev, *args))
-        except Unsupported:
-            out.append(Unsupported)
-    return out
+def _run(rules, interner, name, args):
+    """The generated helper's result: an int key, or Unsupported."""
+    try:
+        return rules.generated[name](Evaluator(rules, interner), *args)
+    except Unsupported:
+        return Unsupported
 
 
-def test_loop_list_surgery_matches_the_rules_at_every_position(rules):
+def test_loop_list_surgery_is_list_surgery_at_every_position(texts):
+    """LGet / LSet / LIns / LDel, compiled from rules/leir.egg, against Python's own list
+    operations; past the end (or before the start) the rules have no case: Unsupported."""
+    rules = ComputeRules(texts)
     it = Interner()
     nil = it(("LNil",))
     lps = [it(("Lp", "L", v, n)) for v, n in (("i", 4), ("j", 8), ("k", 2))]
     new = it(("Lp", "P", "u", 3))
-    lists = [nil]
-    for lp in reversed(lps):
-        lists.append(it(("LCons", lp, lists[-1])))
-    for ls in lists:
+
+    def key(xs):
+        k = nil
+        for x in reversed(xs):
+            k = it(("LCons", x, k))
+        return k
+
+    for n in range(len(lps) + 1):
+        xs = lps[:n]
+        ls = key(xs)
         for i in range(-1, 5):
-            for name, args in (("LGet", (ls, i)), ("LSet", (ls, i, new)), ("LIns", (ls, i, new)),
-                               ("LDel", (ls, i))):
-                a, c = _both(rules, it, name, args)
-                assert a == c, (name, i)
-    # both sides really do answer: a set past the end is refused, an insert at the end is not
-    assert _both(rules, it, "LSet", (lists[2], 2, new)) == [Unsupported, Unsupported]
-    assert _both(rules, it, "LIns", (lists[2], 2, new))[0] != Unsupported
+            inside = 0 <= i < n
+            assert _run(rules, it, "LGet", (ls, i)) == (xs[i] if inside else Unsupported), ("LGet", n, i)
+            assert _run(rules, it, "LSet", (ls, i, new)) == (key(xs[:i] + [new] + xs[i + 1:]) if inside
+                                                             else Unsupported), ("LSet", n, i)
+            assert _run(rules, it, "LDel", (ls, i)) == (key(xs[:i] + xs[i + 1:]) if inside else Unsupported)
+            assert _run(rules, it, "LIns", (ls, i, new)) == (key(xs[:i] + [new] + xs[i:]) if 0 <= i <= n
+                                                             else Unsupported), ("LIns", n, i)
 
 
-def test_substitution_matches_the_rules_on_corpus_statements(rules):
-    checked = 0
+def test_substitution_shortcut_matches_full_evaluation_on_corpus_statements(texts):
+    """The NAME_MAPS shortcut (a term not mentioning the name is returned unchanged) gives what
+    evaluating every rule gives, and substitution really replaces the variable."""
+    fast, full = ComputeRules(texts), ComputeRules(texts, shortcuts=False)
+    checked = changed = 0
     for p in load_programs(CORPUS)[::6]:
         it = Interner()
         enc = encode(p.body, it)
         repl = it(("Bin", "+", it(("Var", "q")), it(("Num", "1"))))
         for path, k in sorted(enc.path_key.items()):
-            node = it.keys[k]
-            name = "SubI"
-            for v in sorted(Evaluator(rules, it).names(k)[0]) + ["absent"]:
-                a, c = _both(rules, it, name, (k, v, repl))
+            for v in sorted(Evaluator(full, it).names(k)[0]) + ["absent"]:
+                a, c = _run(fast, it, "SubI", (k, v, repl)), _run(full, it, "SubI", (k, v, repl))
                 assert a == c and a is not Unsupported, (p.name, path, v)
+                assert (a == k) == (v == "absent"), (p.name, path, v)
+                assert v not in Evaluator(full, it).names(a)[0]
                 checked += 1
-            body = node[2] if node[0] == "Nest" else None
-            if body is not None:
-                a, c = _both(rules, it, "SubIs", (body, "i", repl))
-                assert a == c
-    assert checked > 100
+                changed += a != k
+    assert checked > 100 and changed > 50
+
+
+BAD = """
+(constructor Peel (Expr) Expr)
+(rewrite (Peel (SubE e v r)) e :ruleset compute)
+"""
+
+
+def test_a_helper_the_generator_cannot_compile_is_refused_at_load(tmp_path):
+    from rulekit import rule_file_dir
+    d = rule_file_dir(tmp_path, BAD)
+    problems = helper_problems(d)
+    assert len(problems) == 1
+    f, line, col, msg = problems[0]
+    assert f.endswith("x.egg") and line == 3 and "Peel" in msg and "SubE" in msg
+    from engine.rewrite.enumerate import Enumerator
+    with pytest.raises(LeirError, match="Peel"):
+        Enumerator(d)
+    r = subprocess.run([sys.executable, "-m", "engine.lint", str(d)], capture_output=True, text=True)
+    assert r.returncode == 2 and "x.egg:3:1: error: helper Peel" in r.stderr, r.stderr
+    assert helper_problems(None) == []

@@ -250,7 +250,7 @@ def _rowsum(argmax: bool):
 
 
 def _rules(eng, p, strategy):
-    return sorted({(pv.rule, pv.param.get("exactness")) for nb in texts(eng, p, strategy)[1]
+    return sorted({(pv.rule, pv.params.get("exactness")) for nb in texts(eng, p, strategy)[1]
                    for pv in nb.provenances})
 
 

@@ -71,7 +71,7 @@ def reduction(body: str, dtype: str = "f32"):
 
 def fired(engine, program, rule) -> bool:
     strategy = rule.split("/")[0]
-    return any(rule in [s.rule] + [a[2] for a in s.alternatives] for s in engine.enumerate(program, strategy))
+    return any(rule in [s.rule] + [a.rule for a in s.alternatives] for s in engine.enumerate(program, strategy))
 
 
 @pytest.mark.parametrize("rule,rhs", ELEMENTWISE, ids=[r for r, _ in ELEMENTWISE])

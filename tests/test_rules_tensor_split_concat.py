@@ -32,7 +32,7 @@ def variants(engine, p, strategy) -> dict:
     out = {}
     for nb in res.neighbours:
         pv = nb.provenances[0]
-        out[(pv.rule,) + tuple(v for k, v in pv.params if k != "exactness")] = nb.leir
+        out[(pv.rule,) + tuple(v for k, v in pv.params.items() if k != "exactness")] = nb.leir
     return out
 
 

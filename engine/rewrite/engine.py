@@ -18,7 +18,7 @@ from engine.leir.diagnostics import LeirError
 from engine.rewrite.enumerate import Enumerator, InvalidNeighbour
 from engine.rewrite.meta import CATEGORIES
 from engine.rewrite.sources import RuleSources
-from engine.rewrite.steps import Step, step_from_neighbour, step_key
+from engine.rewrite.steps import Step, step_from_neighbour
 
 # set name -> which strategy blocks (engine.rewrite.rulebook.Strategy) it holds
 SETS = {
@@ -178,7 +178,7 @@ class Engine:
                      self._enum.enumerate(program, [strategy], validate=False).neighbours]
             by_key: dict[str, Step] = {}
             for s in steps:
-                for k in [s.key] + [step_key(a[2], a[3], dict(a[4])) for a in s.alternatives]:
+                for k in [s.key] + [a.key for a in s.alternatives]:
                     by_key.setdefault(k, s)
             got = self._memo[key] = (steps, by_key)
             if len(self._memo) > 64:
@@ -235,7 +235,7 @@ def _mismatch(step: Step, candidates: list[Step]) -> str:
     want = f"rule '{step.rule}' at site {list(step.site)}"
     choice = step.choice
     same_rule = [s for s in candidates if s.rule == step.rule] + \
-        [s for s in candidates if any(a[2] == step.rule for a in s.alternatives)]
+        [s for s in candidates if any(a.rule == step.rule for a in s.alternatives)]
     if not same_rule:
         return f"{want} does not apply: the rule has no match in this program"
     sites = sorted({tuple(s.site) for s in same_rule})

@@ -98,7 +98,7 @@ def _provenances(step) -> list[dict]:
     """The step's own provenance and its alternatives' (each one gives the same program)."""
     out = [{"rule": step.rule, "site": list(step.site), "params": dict(step.params), "exactness": step.exactness}]
     for a in step.alternatives:
-        out.append({"rule": a[2], "site": list(a[3]), "params": dict(a[4]), "exactness": a[5]})
+        out.append({"rule": a.rule, "site": list(a.site), "params": dict(a.params), "exactness": a.exactness})
     return out
 
 

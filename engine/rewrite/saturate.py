@@ -38,7 +38,7 @@ class Exploration:
         return len(self.parents) + 1
 
     def path(self, text: str) -> list:
-        """Provenances of the rule steps from the start to ``text`` (empty for the start)."""
+        """The steps (``Step``, one provenance each) from the start to ``text`` (empty for the start)."""
         out = []
         while text != self.start:
             parent, prov = self.parents[text]
@@ -77,7 +77,7 @@ def explore(engine, program, limits: Limits = Limits(), target: str | None = Non
                 t = nb.leir
                 if t == start or t in ex.parents:
                     continue
-                ex.parents[t] = (text, nb.provenances[0])
+                ex.parents[t] = (text, nb.provenances[0].detached())
                 nxt.append(t)
                 if t == target:
                     ex.found, ex.stop_reason = t, "found"

@@ -39,5 +39,5 @@ TERM_ARGS = {name: tuple(i + 1 for i, k in enumerate(kinds) if k not in ("S", "I
 
 
 class Unsupported(Exception):
-    """A helper application the Python evaluation cannot decide (engine.rewrite.compute and
-    engine.rewrite.native give up); the query falls back to egglog's compute ruleset."""
+    """A helper application the Python evaluation cannot decide on this query's terms
+    (engine.rewrite.compute gives up); the query falls back to egglog's compute ruleset."""

@@ -43,13 +43,35 @@ class Step:
     site: tuple[int, ...]
     params: Mapping[str, Any]
     exactness: str
-    alternatives: tuple = ()            # other (strategy, category, rule, site, params, exactness) giving the same program
+    alternatives: tuple["Step", ...] = ()   # other provenances giving the same program (steps of their own)
     _source: Any = field(default=None, repr=False)     # has .program and .leir: a Neighbour, a LazyProgram
     _leir: str | None = field(default=None, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "site", tuple(int(i) for i in self.site))
         object.__setattr__(self, "params", _frozen(self.params))
+
+    @classmethod
+    def trusted(cls, strategy: str, category: str, rule: str, site: tuple, params, exactness: str,
+                alternatives: tuple = (), source=None, leir: str | None = None) -> "Step":
+        """A step from values already of the right types (a tuple of ints, a tuple of pairs):
+        the enumerator makes one per provenance, and the checks of ``__init__`` cost several
+        times what the rest does."""
+        self = object.__new__(cls)
+        object.__setattr__(self, "__dict__", {
+            "strategy": strategy, "category": category, "rule": rule, "site": site,
+            "params": MappingProxyType(dict(params)), "exactness": exactness, "alternatives": alternatives,
+            "_source": source, "_leir": leir})
+        return self
+
+    def detached(self) -> "Step":
+        """This step without the neighbour it came from (only its text kept): what a long-lived
+        record (a search tree, an exploration) should hold, so that the enumeration's tables
+        can be freed."""
+        if self._source is None:
+            return self
+        return Step.trusted(self.strategy, self.category, self.rule, self.site, self.params, self.exactness,
+                            tuple(a.detached() for a in self.alternatives), None, self.leir)
 
     @property
     def key(self) -> str:
@@ -86,8 +108,7 @@ class Step:
         d["key"] = self.key
         d["leir"] = self.leir
         if self.alternatives:
-            d["also"] = [dict(zip(("strategy", "category", "rule", "site", "params", "exactness"),
-                                  (a[0], a[1], a[2], list(a[3]), dict(a[4]), a[5]))) for a in self.alternatives]
+            d["also"] = [a.provenance() for a in self.alternatives]
         return d
 
     @classmethod
@@ -108,8 +129,8 @@ class Step:
             raise LeirError(f"step 'site' must be a list of non-negative integers, got {str(site)[:60]}")
         if not isinstance(params, Mapping):
             raise LeirError("step 'params' must be an object")
-        alts = tuple((a.get("strategy", ""), a.get("category", ""), a["rule"], tuple(a["site"]),
-                      tuple(a.get("params", {}).items()), a.get("exactness", ""))
+        alts = tuple(cls(str(a.get("strategy", "")), str(a.get("category", "")), a["rule"], tuple(a["site"]),
+                         dict(a.get("params", {})), str(a.get("exactness", "")))
                      for a in d.get("also", ()) if isinstance(a, Mapping) and "rule" in a and "site" in a)
         source = None
         leir = d.get("leir") if isinstance(d.get("leir"), str) else None
@@ -130,15 +151,9 @@ class Step:
 
 
 def step_from_neighbour(nb) -> Step:
-    """The step of an enumerated neighbour: its best provenance, the others as alternatives."""
-    provs = nb.provenances
-    p = provs[0]
-    params = dict(p.params)
-    names = nb.fresh_names
-    if names:
-        params["new_names"] = [names[k] for k in sorted(names)]
-    alts = tuple((q.strategy, q.category, q.rule, tuple(q.site), tuple(q.params), q.exactness) for q in provs[1:])
-    return Step(p.strategy, p.category, p.rule, tuple(p.site), params, p.exactness, alts, nb)
+    """The step of an enumerated neighbour (``Neighbour.step``): its best provenance, the
+    others as alternatives."""
+    return nb.step
 
 
 class LazyProgram:
