@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     ap.add_argument("--category", action="append", help="only these categories (repeatable)")
     ap.add_argument("--max-nodes", type=int, default=20_000)
     ap.add_argument("--max-time", type=float, default=120.0, help="seconds")
-    ap.add_argument("--max-memory", type=int, default=4096, help="MiB of resident memory")
+    ap.add_argument("--max-memory", type=int, default=4096, help="MiB of resident memory the exploration may add")
     add_rules_options(ap)
     args = ap.parse_args(argv)
     if args.steps < 0:

@@ -4,7 +4,8 @@ The strategies run in step mode (no unions of program terms), so "saturation" he
 breadth-first closure of the one-step neighbour relation: level k holds the programs
 reachable in exactly k rule steps and not fewer. Every limit is explicit and the runner
 says which one stopped it: ``iterations`` (levels), ``nodes`` (distinct programs),
-``time`` (seconds) and ``memory`` (resident set size in MiB, checked between expansions).
+``time`` (seconds) and ``memory`` (MiB of resident memory the exploration added to the process,
+checked between expansions: the process may hold far more before it starts).
 """
 from __future__ import annotations
 
@@ -48,13 +49,19 @@ class Exploration:
 
 
 def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """The process's resident memory now (Linux: /proc/self/statm), else its peak (getrusage): the
+    peak never falls, so a process that once held more than a limit would stop every later run."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize() / 2 ** 20
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def explore(engine, program, limits: Limits = Limits(), target: str | None = None,
             strategies=None, categories=None) -> Exploration:
     """Breadth-first closure from ``program``; stops early when ``target`` text is reached."""
-    t0 = time.perf_counter()
+    t0, rss0 = time.perf_counter(), _rss_mib()
     start = program.to_leir()
     ex = Exploration(start, [[start]])
     if target == start:
@@ -68,7 +75,7 @@ def explore(engine, program, limits: Limits = Limits(), target: str | None = Non
             if time.perf_counter() - t0 > limits.time_s:
                 ex.stop_reason = "time"
                 break
-            if _rss_mib() > limits.memory_mib:
+            if _rss_mib() - rss0 > limits.memory_mib:
                 ex.stop_reason = "memory"
                 break
             res = engine.enumerate(programs[text], strategies, categories, validate=True)
