@@ -15,12 +15,12 @@ strategy's rules, up to the next header or the end of the file::
     (rule (...) ((Step lhs rhs "loop_split" params)) :ruleset step :name "loop_split")
 
 The header's directives (engine.rewrite.meta: required ``strategy category difficulty K P S
-inverse exactness description``, optional ``range benefit origin cot``;
-``@cot [RULE:] TEMPLATE`` (repeatable) is the instance part of the strategy's chain-of-thought
-traces, with slots for the step's facts and the rule's parameters: engine.rewrite.cot_template) are read into a typed
-``StrategyMeta``; examples (``@example`` /
-``@after``, at least one per block) are read into ``Strategy.examples`` by examples.py; a bad value is a located problem of the rulebook, and an engine refuses to
-load it. ``@range WHY``: some rules of the strategy are sound only while the values stay
+inverse exactness description``, optional ``range benefit origin cot``) are read into a typed
+``StrategyMeta``. ``@cot [RULE:] TEMPLATE`` (repeatable) is the instance part of the strategy's
+chain-of-thought traces, with slots for the step's facts and the rule's parameters
+(engine.rewrite.cot_template); examples (``@example`` / ``@after``, at least one per block)
+are read into ``Strategy.examples`` by examples.py. A bad value is a located problem of the
+rulebook, and an engine refuses to load it. ``@range WHY``: some rules of the strategy are sound only while the values stay
 within a range that a 16-bit float (f16, bf16) leaves in ordinary use, and those rules are
 guarded to f32 / f64 arithmetic (``WideSite``, ``WideFloat`` or ``PartialsOK`` of
 rules/leir.egg, the ``RANGE_RELATIONS``). WHY says what can overflow or underflow. A rule is
@@ -36,7 +36,8 @@ own ruleset ``s_<strategy>`` (same line, so egglog's error spans stay right) and
 ``step`` as the union of all of them, so a query can run any subset for one iteration.
 Value rewrites are declared as identities (engine.rewrite.identities), expanded into rules
 in place; their LEFT and RIGHT are LEIR expressions, and inside any rule ``(leir "TEXT" (NAME
-TERM) ...)`` is such a term (engine.rewrite.leirterms translates both into the schema's terms). Adding a strategy is adding a block: no Python change. Which files are loaded:
+TERM) ...)`` is such a term (engine.rewrite.leirterms translates both into the schema's
+terms). Adding a strategy is adding a block: no Python change. Which files are loaded:
 engine.rewrite.sources.
 """
 from __future__ import annotations
