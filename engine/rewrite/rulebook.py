@@ -20,8 +20,9 @@ inverse exactness description``, optional ``range benefit origin cot``) are read
 chain-of-thought traces, with slots for the step's facts and the rule's parameters
 (engine.rewrite.cot_template); examples (``@example`` / ``@after``, at least one per block)
 are read into ``Strategy.examples`` by examples.py. A bad value is a located problem of the
-rulebook, and an engine refuses to load it. ``@range WHY``: some rules of the strategy are sound only while the values stay
-within a range that a 16-bit float (f16, bf16) leaves in ordinary use, and those rules are
+rulebook, and an engine refuses to load it.
+
+``@range WHY``: some rules of the strategy are sound only while the values stay within a range that a 16-bit float (f16, bf16) leaves in ordinary use, and those rules are
 guarded to f32 / f64 arithmetic (``WideSite``, ``WideFloat`` or ``PartialsOK`` of
 rules/leir.egg, the ``RANGE_RELATIONS``). WHY says what can overflow or underflow. A rule is
 range-dependent when its result can become inf, NaN or 0 where the original stays finite,
