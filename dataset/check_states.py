@@ -1,7 +1,8 @@
 """``dataset.check``'s part for states and target no-ops: every row replays from its path.
 
 A row's ``state.path`` is applied step by step with ``Engine.apply`` to the source program
-(the program of the depth-0 row its ``parent`` chain ends at), each step giving the program its
+(the program of the depth-0 row its ``parent`` chain ends at), each step to the program the
+record of the step before holds (``dataset.walk.as_recorded``), each giving the program its
 record holds (``leir``) and the last one ``row["program"]``; the parent row's transformed
 program is the row's program and its path plus its step is the row's path. ``noop_on_target``
 is re-derived from the row's CUDA texts (``dataset.noop``), null on other targets, and true
@@ -81,6 +82,7 @@ def _check_state(no: int, r: dict, by_id: dict, engine, replayed: dict, report) 
             if got.to_leir() != rec["leir"]:
                 return report.add(where, f"state.path[{i}] ({rec['strategy']}, rule {rec['rule']}): Engine.apply "
                                          "gives another program than the step's recorded leir")
+            got = program_from_json(got.to_json())       # each step applies to the record of the one before
             if len(replayed) > 4096:
                 replayed.clear()
             replayed[keys] = got

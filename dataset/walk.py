@@ -46,10 +46,18 @@ class State:
     def record(self) -> dict:
         return {"depth": self.depth, "path": self.path, "parent": self.parent}
 
-    def child(self, row: dict, step) -> "State":
+    def child(self, row: dict, step, program) -> "State":
         cuda = row.get("cuda") or {}
-        return State(step.program, self.depth + 1, self.path + [step.to_json()], row["id"],
+        return State(program, self.depth + 1, self.path + [step.to_json()], row["id"],
                      row["tir"]["transformed"], cuda.get("transformed"))
+
+
+def as_recorded(step):
+    """The program a step gives, read back from its record: what a row's ``program`` holds and
+    what ``dataset.check`` replays from. (A neighbour built by a rule can be another tree of the
+    same text, and a rule's result on it can print differently: a walk's state is the record.)"""
+    from engine.leir.files import program_from_json
+    return program_from_json(step.program.to_json())
 
 
 def walk(source: State, expand: Callable, strategies_of: Callable, depth: int, walks: int, seed: int,
@@ -76,11 +84,11 @@ def walk(source: State, expand: Callable, strategies_of: Callable, depth: int, w
             pick = _choose(children, have, visited, covered, taken, strategies_of, rng)
             if pick is None:
                 break
-            row, step = pick
+            row, step, program = pick
             taken.add(step.strategy)
-            state = state.child(row, step)
+            state = state.child(row, step, program)
             visited.add(step.leir)
-            now = strategies_of(step.program)
+            now = strategies_of(program)
             children, have = expand(state, covered, now - have), now
             covered.update(r["step"]["strategy"] for r, _ in children)
             expanded += 1
@@ -97,10 +105,11 @@ def _choose(children: list, have: set, visited: set, covered: set, taken: set, s
     options.sort(key=lambda rs: rs[1].strategy in taken)          # stable: untaken strategies first
     best, best_score = None, None
     for row, step in options[:LOOKAHEAD]:
-        now = strategies_of(step.program) - covered
+        program = as_recorded(step)
+        now = strategies_of(program) - covered
         score = (len(now - have), len(now), step.strategy not in taken)
         if best_score is None or score > best_score:
-            best, best_score = (row, step), score
+            best, best_score = (row, step, program), score
     return best
 
 
