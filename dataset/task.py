@@ -214,7 +214,7 @@ class Runner:
         verifier = self.verifier
         th = threading.Thread(target=lambda: checked.update(v=verifier.verify(program, program, tolerance="exact")))
         th.start()
-        eng = self.engine
+        _ = self.engine                     # the rules load meanwhile
         th.join()
         self_check = checked["v"]
         if not self_check.equal:
