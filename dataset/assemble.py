@@ -28,7 +28,8 @@ from .filtering import (
     keep_single,
     multi_subsets,
 )
-from .schema import CONFIGS, FILES, arrow_schema
+from .schema import CONFIGS, FILES, arrow_record, arrow_schema, has_json_text
+from .states import StateStats, by_state
 
 SPLITS = ("train", "test")
 OUTPUT_FILES = ("rows.jsonl", "failures.jsonl", "skipped.jsonl", "single.jsonl", "multi.jsonl", "single_trl.jsonl",
@@ -131,6 +132,7 @@ class Assembly:
         self.speedups: list[float] = []
         self.final_buckets = Counter()
         self.seconds = 0.0
+        self.states = StateStats(options.get("target") or "llvm", options.get("strategy_names"))
 
     # ------------------------------------------------------------------ per task
 
@@ -152,15 +154,16 @@ class Assembly:
         self.c["splits"][f"{split}_programs"] += 1
         for k, v in res["counts"].items():
             self.c["candidates"][k] += v
-        rows = res["rows"]
+        rows = self.states.add(res, keep_noop=bool(self.options.get("keep_noop")))
         for r in rows:
             r["split"] = split
             self._row(r)
         self._failures(res)
-        self._multi(rows)
-        if self.options.get("time"):
-            for p in preference_pairs(rows):
-                self.files["preferences.jsonl"].write(p)
+        for group in by_state(rows):       # a prompt is one state's program
+            self._multi(group)
+            if self.options.get("time"):
+                for p in preference_pairs(group):
+                    self.files["preferences.jsonl"].write(p)
 
     def _row(self, r: dict) -> None:
         s, b = r["step"]["strategy"], r["difficulty"]["bucket"]
@@ -248,6 +251,7 @@ class Assembly:
             if not splits:
                 continue
             schema = arrow_schema(FILES[name])
+            convert = has_json_text(FILES[name])
             folder = self.stage / "data" / config
             folder.mkdir(parents=True, exist_ok=True)
             writers = {s: pq.ParquetWriter(folder / f"{s}.parquet", schema) for s in splits}
@@ -255,7 +259,7 @@ class Assembly:
             with open(self.stage / name) as f:
                 for line in f:
                     rec = json.loads(line)
-                    batches[rec["split"]].append(rec)
+                    batches[rec["split"]].append(arrow_record(rec, FILES[name]) if convert else rec)
                     if len(batches[rec["split"]]) >= 512:
                         writers[rec["split"]].write_table(pa.Table.from_pylist(batches[rec["split"]], schema))
                         batches[rec["split"]] = []
@@ -310,6 +314,7 @@ class Assembly:
             "bucket_mix": {"verified": mix(self.c["verified_buckets"]), "dataset": mix(self.final_buckets),
                            "paper": PAPER_MIX, "verified_counts": {b: self.c["verified_buckets"][b] for b in BUCKETS},
                            "dataset_counts": {b: self.final_buckets[b] for b in BUCKETS}},
+            **self.states.stats(),
             "splits": split_info | {"programs": {s: self.c["splits"][f"{s}_programs"] for s in SPLITS}},
             "files": {name: dict(sorted(self.files[name].count.items())) for name in FILES} | {"parquet": written},
             "throughput": tp,

@@ -14,7 +14,10 @@ DESCRIPTIONS = {
     "single_trl": "the single-answer rows as conversational `prompt` / `completion` pairs (TRL)",
     "multi_trl": "the multi-answer rows as conversational `prompt` / `completion` pairs (TRL)",
     "rows": "the archival record of every verified rewrite, unfiltered: program, step provenance, transformed "
-            "LEIR, difficulty, chain-of-thought, verification, timing, TIR (and CUDA) text",
+            "LEIR, difficulty, chain-of-thought, verification, timing, TIR (and CUDA) text, `noop_on_target` "
+            "(with --target cuda), and the `state` the row's program is: `depth` (verified steps from the source), "
+            "`path` (those steps, replayable with `engine.apply --steps`; each step is JSON text in the Parquet "
+            "copy) and `parent` (the row that reached it)",
     "preferences": "pairs of a faster (chosen) and a slower (rejected) verified rewrite of the same program",
 }
 
@@ -48,6 +51,12 @@ def dataset_card(stats: dict, written: dict) -> str:
               f"(left out: {_counts(stats['sources']['skipped'])})",
               f"- candidates verified: {stats['candidates']['sampled']} of {stats['candidates']['neighbours']} "
               f"one-step rewrites listed; rows: {stats['rows']}; failures (rule bugs): {stats['failures']}",
+              f"- states: {stats['depth']['states']}; rows per state depth: "
+              + (", ".join(f"{d}: {n}" for d, n in stats["depth"]["rows_per_depth"].items()) or "none")
+              + f"; strategies without rows: {len(stats['depth']['strategies_without_rows'])}",
+              *([f"- rows that change nothing on the CUDA target: {stats['noop_on_target']['noop_rows']} "
+                 f"({'kept' if stats['noop_on_target']['kept'] else 'dropped'})"]
+                if stats["noop_on_target"]["compared"] else []),
               "- strategy mix (difficult / medium / easy %): dataset "
               + " / ".join(str(mix["dataset"][b]) for b in reversed(BUCKETS)) + ", paper "
               + " / ".join(str(mix["paper"][b]) for b in reversed(BUCKETS)),

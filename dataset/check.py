@@ -4,8 +4,9 @@
   Parquet copies, and the Parquet copies against the JSON-lines files, row for row; each config
   loaded with ``datasets`` (when installed);
 * every row: its id, its difficulty from the rule block, its transformed program replayed
-  through ``Engine.apply`` (byte for byte), its TIR text regenerated, every claim of its
-  chain-of-thought re-derived from the step and the two programs (``dataset.claims``);
+  through ``Engine.apply`` (byte for byte), its program replayed from the source along its
+  ``state.path`` and its ``noop_on_target`` re-derived (``dataset.check_states``), its TIR
+  text regenerated, every claim of its chain-of-thought re-derived from the step and the two programs (``dataset.claims``);
 * every chat row: the paper's prompt text, a valid JSON label naming a verified row, the trace,
   the filter's decision (easy rates, medium cap, at least two items, no duplicate answer sets),
   whole program types in one split;
@@ -24,6 +25,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from engine.leir.diagnostics import LeirError
+
+from .check_states import check_states
 
 MAX_SHOWN = 30
 
@@ -74,7 +77,7 @@ def check_card_and_parquet(out: Path, data: dict, report: Report) -> None:
     import pyarrow.parquet as pq
     import yaml
 
-    from .schema import CONFIGS
+    from .schema import CONFIGS, FILES, arrow_record
     card = out / "README.md"
     if not card.exists():
         return report.add("README.md", "missing dataset card")
@@ -108,7 +111,8 @@ def check_card_and_parquet(out: Path, data: dict, report: Report) -> None:
             if len(table) != len(want):
                 report.add(rel, f"{len(table)} rows, {name} has {len(want)} in split {split}")
                 continue
-            bad = sum(1 for a, b in zip(table, want) if _norm(a) != _norm(b))
+            decl = FILES[name]
+            bad = sum(1 for a, b in zip(table, want) if _norm(a) != _norm(arrow_record(b, decl)))
             if bad:
                 report.add(rel, f"{bad} row(s) differ from {name}")
             else:
@@ -448,6 +452,7 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None) -> Rep
             bar.advance()
     if bar:
         bar.close()
+    check_states(rows, rc.engine, options, report)
     check_splits(rows, report)
     check_chat(data, rows, options, report)
     check_preferences(data, rows, report)

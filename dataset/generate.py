@@ -22,6 +22,7 @@ DEFAULT_MAX_POINTS = 1 << 24
 USAGE_EPILOG = """examples:
   python -m dataset.generate examples -o out/examples --per-program 6
   python -m dataset.generate examples/corpus/programs.jsonl -o out/corpus --per-program 40 --shrink --max-points 4194304 --workers 2
+  python -m dataset.generate examples -o out/deep --per-program 6 --depth 3 --walks 2
   python -m dataset.generate --workloads softmax,GELU --shapes random --variants 3 --dtypes f16,f32 -o out/wl
   python -m dataset.generate examples -o out/ex --backend ray --address auto     # on a running Ray cluster
 """
@@ -42,8 +43,8 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--dtypes", default="f32", help="comma list of f16,f32,f64, or 'random' (default f32)")
     g = ap.add_argument_group("generation")
     g.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
-    g.add_argument("--per-program", type=int, help="verify a seeded sample of N rewrites per program, stratified "
-                                                   "by strategy (default: all)")
+    g.add_argument("--per-program", type=int, help="verify a seeded sample of N rewrites per program (per state "
+                                                   "with --depth), stratified by strategy (default: all)")
     g.add_argument("--strategies", default="paper",
                    help="strategy set (all, paper, extra, user, bitwise, graph, operator, memory, math) or comma list "
                         "of names and sets (default paper: the paper's 43; your own strategies need 'all', 'user' or "
@@ -53,6 +54,15 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--verify-on", choices=("auto", "llvm", "cuda"), default="auto",
                    help="where candidates run: auto = the CUDA device with --target cuda when one is present, "
                         "else the CPU")
+    g.add_argument("--depth", type=int, default=1,
+                   help="rows from states up to D-1 verified steps from each program, reached by seeded walks "
+                        "(default 1: rows of the programs themselves)")
+    g.add_argument("--walks", type=int, default=1,
+                   help="walks per program with --depth > 1: at most 1 + W*(D-1) states per program, each "
+                        "sampled with --per-program (default 1)")
+    g.add_argument("--keep-noop", action="store_true",
+                   help="with --target cuda, keep the rows whose CUDA kernel the step leaves unchanged "
+                        "(noop_on_target: true; dropped by default)")
     g.add_argument("--time", action="store_true", help="measure each row's speedup; write preferences.jsonl")
     g.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS,
                    help=f"skip programs with more iteration points than this, with a note (default "
@@ -92,6 +102,14 @@ def _strategies(text: str, book):
     return items[0] if len(items) == 1 else items
 
 
+def _strategy_names(args) -> list[str]:
+    """The job's strategy set, by name (what the statistics' coverage is counted against)."""
+    from engine.rewrite.engine import resolve_strategies
+    from engine.rewrite.rulebook import load_rulebook
+    items = [t.strip() for t in args.strategies.split(",") if t.strip()]
+    return resolve_strategies(load_rulebook(args.rules), items)[0]
+
+
 def options_of(args) -> dict:
     """The job's options. ``rules``: the rule files (names and hashes: a result option, recorded
     in every row); ``rule_bundle``: their texts, for the workers (engine.rewrite.sources)."""
@@ -103,6 +121,7 @@ def options_of(args) -> dict:
     return {"seed": args.seed, "per_program": args.per_program, "strategies": _strategies(args.strategies, book),
             "rules": book.manifest(), "rule_bundle": args.rules.bundle(),
             "target": args.target, "verify_target": args.verify_on, "time": bool(args.time),
+            "depth": args.depth, "walks": args.walks, "keep_noop": bool(args.keep_noop),
             "max_points": args.max_points or None, "shrink": args.shrink_points if args.shrink else None, "timeout": args.timeout,
             "trials": 3}
 
@@ -114,6 +133,10 @@ def main(argv=None) -> int:
     _positive("--per-program", args.per_program)
     _positive("--workers", args.workers)
     _positive("--variants", args.variants)
+    _positive("--depth", args.depth)
+    _positive("--walks", args.walks)
+    if args.keep_noop and args.target != "cuda":
+        raise LeirError("--keep-noop keeps the rows that change nothing on the CUDA target: use it with --target cuda")
     _positive("--max-points", args.max_points, allow_zero=True)
     _positive("--shrink-points", args.shrink_points)
     _positive("--multi-items", args.multi_items)
@@ -167,7 +190,7 @@ def run(args) -> int:
     seed = args.seed
     held_out = held_out_types([s["type"] for s in specs], seed, args.test_fraction)
     asm = Assembly(out, options | {"multi_items": args.multi_items, "multi_rows": args.multi_rows,
-                                   "plots": not args.no_plots})
+                                   "plots": not args.no_plots, "strategy_names": _strategy_names(args)})
     for n in notes:
         asm.note(n["source"], n["reason"], n["message"])
     for tid, spec in tasks:

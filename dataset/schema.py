@@ -47,11 +47,21 @@ TIMING = obj({"target": STR, "repeat": INT, "original_ms": NNUM, "original_sprea
 RULE_FILES = arr(obj({"file": STR, "sha256": STR}))      # the rule files that made a row (names, content hashes)
 DIFFICULTY = obj({"K": INT, "P": INT, "S": INT, "score": NUM, "bucket": BUCKET, "computed_bucket": BUCKET})
 
+# a step of a state's path: exactly Step.to_json() (params as a JSON object, "also" only when the step has
+# alternatives), replayable with engine.apply; kept as canonical JSON text in Parquet (``ARROW_JSON``)
+PATH_STEP = {"type": "object", "required": ["strategy", "category", "rule", "site", "params", "exactness", "key",
+                                            "leir"],
+             "properties": {"strategy": STR, "category": STR, "rule": STR, "site": arr(INT),
+                            "params": {"type": "object"}, "exactness": STR, "key": STR, "leir": STR,
+                            "also": arr({"type": "object"})},
+             "additionalProperties": False, "x-arrow": "json"}
+STATE = obj({"depth": INT, "path": arr(PATH_STEP), "parent": NSTR})
+
 ROW = obj({"id": STR, "program": PROGRAM, "origin": ORIGIN, "step": STEP, "transformed": STR,
            "difficulty": DIFFICULTY, "cot": STR, "numerical_risk": BOOL, "verification": VERIFICATION,
            "timing": TIMING, "tir": obj({"target": STR, "original": STR, "transformed": STR}),
            "cuda": obj({"original": STR, "transformed": STR}, nullable=True), "seed": INT, "split": SPLIT,
-           "rules": RULE_FILES})
+           "rules": RULE_FILES, "noop_on_target": NBOOL, "state": STATE})
 
 # a candidate that is not a row: a rule bug. Stage "enumerate": the engine refused the program the
 # rule built (no site or parameters recorded); "invalid": the step's program does not analyse;
@@ -91,8 +101,11 @@ CONFIGS = {"single": "single.jsonl", "multi": "multi.jsonl", "single_trl": "sing
 
 
 def arrow_type(s: dict):
-    """The Arrow type of a JSON Schema declaration (the subset used above)."""
+    """The Arrow type of a JSON Schema declaration (the subset used above); a declaration
+    marked ``"x-arrow": "json"`` is stored as its canonical JSON text (``arrow_record``)."""
     import pyarrow as pa
+    if s.get("x-arrow") == "json":
+        return pa.string()
     kinds = s["type"] if isinstance(s["type"], list) else [s["type"]]
     kind = next(k for k in kinds if k != "null")
     if kind == "object":
@@ -100,6 +113,30 @@ def arrow_type(s: dict):
     if kind == "array":
         return pa.list_(arrow_type(s["items"]))
     return {"string": pa.string(), "integer": pa.int64(), "number": pa.float64(), "boolean": pa.bool_()}[kind]
+
+
+def arrow_record(rec, s: dict):
+    """``rec`` as its Parquet copy holds it: the values of declarations marked ``"x-arrow": "json"``
+    as canonical JSON text, everything else as it is."""
+    if rec is None:
+        return None
+    if s.get("x-arrow") == "json":
+        import json
+        return json.dumps(rec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    kinds = s.get("type") if isinstance(s.get("type"), list) else [s.get("type")]
+    if "object" in kinds and "properties" in s and isinstance(rec, dict):
+        return {k: arrow_record(v, s["properties"][k]) if k in s["properties"] else v for k, v in rec.items()}
+    if "array" in kinds and "items" in s and isinstance(rec, list):
+        return [arrow_record(v, s["items"]) for v in rec]
+    return rec
+
+
+def has_json_text(s: dict) -> bool:
+    """Whether a declaration holds a part stored as JSON text."""
+    if s.get("x-arrow") == "json":
+        return True
+    return any(has_json_text(v) for v in (s.get("properties") or {}).values()) or \
+        (isinstance(s.get("items"), dict) and has_json_text(s["items"]))
 
 
 def _nullable(s: dict) -> bool:

@@ -25,16 +25,18 @@ from engine.leir.diagnostics import LeirError
 
 from . import cot
 from .difficulty import difficulty
+from .noop import noop_on_target
 from .shrink import (
     WIDE_GRANULARITIES,
     points,
     shrink_with_granularity,
     smallest_instance,
 )
+from .walk import State, uncovered_first, walk
 
 # options that change a task's result (the job fingerprint); everything else is how to run it
 RESULT_OPTIONS = ("seed", "per_program", "strategies", "target", "verify_target", "time", "max_points", "shrink",
-                  "timeout", "trials", "rules")
+                  "timeout", "trials", "rules", "depth", "walks")
 
 
 def row_id(program: dict, step_key: str) -> str:
@@ -49,10 +51,12 @@ def task_id(spec: dict, options: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def stratified_sample(steps: list, n: int | None, rng: random.Random) -> list:
+def stratified_sample(steps: list, n: int | None, rng: random.Random, covered: set | None = None,
+                      fresh: set | None = None) -> list:
     """``n`` steps (all when ``n`` is None or larger) spread over strategies: strategies take
-    turns in a seeded order, each drawing from its own seeded shuffle; returned in enumeration
-    order, so the sample of a larger ``n`` contains the sample of a smaller one's strategies."""
+    turns in a seeded order (at a walk's states, ``walk.uncovered_first``), each drawing
+    from its own seeded shuffle; returned in enumeration order, so the sample of a larger ``n``
+    contains the sample of a smaller one's strategies."""
     if n is None or n >= len(steps):
         return list(steps)
     groups: dict[str, list[int]] = defaultdict(list)
@@ -60,6 +64,7 @@ def stratified_sample(steps: list, n: int | None, rng: random.Random) -> list:
         groups[s.strategy].append(i)
     order = sorted(groups)
     rng.shuffle(order)
+    order = uncovered_first(order, covered, fresh)
     for name in order:
         rng.shuffle(groups[name])
     chosen: list[int] = []
@@ -115,6 +120,7 @@ class Runner:
         self._verifier = None
         self._target = None
         self._rules_dir = None
+        self._enum_cache: dict = {}           # the walk's look-ahead enumerations, by LEIR text
 
     # ------------------------------------------------------------------ shared state
 
@@ -208,25 +214,61 @@ class Runner:
         verifier = self.verifier
         th = threading.Thread(target=lambda: checked.update(v=verifier.verify(program, program, tolerance="exact")))
         th.start()
-        eng = self.engine
+        _ = self.engine                     # the rules load meanwhile
         th.join()
         self_check = checked["v"]
         if not self_check.equal:
             return self._skip(out, "does not lower" if self_check.reason != "not equal" else "not deterministic",
                               f"{program.name}: {self_check.reason}: {self_check.message or ''}".strip())
-        seen = len(eng.stats()["invalid"])
-        steps = eng.enumerate(program)
-        out["invalid"] = [{"rule": b["rule"], "strategy": getattr(eng.owner(b["rule"]), "name", None),
-                           "error": b["error"]} for b in eng.stats()["invalid"][seen:]]
-        out["counts"]["neighbours"] = len(steps)
-        rng = random.Random(f"{opts.get('seed', 0)}:{out['key']}")
-        sample = stratified_sample(steps, opts.get("per_program"), rng)
-        out["counts"]["sampled"] = len(sample)
+        source = State(program)
+        n = walk(source, lambda st, covered, fresh: self._state(st, covered, fresh, origin, out), self._strategies_of,
+                 int(opts.get("depth") or 1), int(opts.get("walks") or 1), int(opts.get("seed") or 0), out["key"])
+        out["counts"]["states"] = n
+        self._enum_cache.clear()
+        out["counts"]["verified"], out["counts"]["failed"] = len(out["rows"]), len(out["failures"])
+
+    def _strategies_of(self, program) -> set:
+        """The strategies of a program's one-step rewrites (the walk's look-ahead; remembered for
+        the state the walk then expands)."""
+        steps, _ = self._enumerated(program)
+        return {s.strategy for s in steps}
+
+    def _enumerated(self, program, keep: bool = True) -> tuple[list, list]:
+        """(steps, invalid neighbours) of a program's enumeration; ``keep``: remember it until the
+        next call with ``keep=False`` (which also forgets every other remembered one)."""
+        text = program.to_leir()
+        got = self._enum_cache.pop(text, None)
+        if not keep:
+            self._enum_cache.clear()
+        if got is None:
+            eng = self.engine
+            seen = len(eng.stats()["invalid"])
+            got = (eng.enumerate(program), eng.stats()["invalid"][seen:])
+        if keep:
+            self._enum_cache[text] = got
+        return got
+
+    def _state(self, st: State, covered, fresh, origin: dict, out: dict) -> list:
+        """The rows of one state (a seeded sample of its verified one-step rewrites), appended to
+        the task's result; returns the (row, step) pairs the walk chooses its next state from."""
+        from engine import renaming_key
+        eng, opts = self.engine, self.options
+        program = st.program
+        record = program.to_json()
+        steps, invalid = self._enumerated(program, keep=False)
+        out["invalid"] += [{"rule": b["rule"], "strategy": getattr(eng.owner(b["rule"]), "name", None),
+                            "error": b["error"]} for b in invalid]
+        out["counts"]["neighbours"] += len(steps)
+        key = out["key"] if st.depth == 0 else renaming_key(program)
+        rng = random.Random(f"{opts.get('seed', 0)}:{key}")
+        sample = stratified_sample(steps, opts.get("per_program"), rng, covered, fresh)
+        out["counts"]["sampled"] += len(sample)
         target = opts.get("target") or "llvm"
-        tir0 = self._tir(program, target)
-        cuda0 = self._cuda(program) if target == "cuda" else None
+        tir0 = st.tir if st.tir is not None else self._tir(program, target)
+        cuda0 = (st.cuda if st.cuda is not None else self._cuda(program)) if target == "cuda" else None
         timing0 = self.verifier.measure(program) if opts.get("time") else None
         seen: dict[str, str] = {}
+        pairs = []
         for step in sample:
             if step.leir in seen:          # the engine lists one step per distinct result: a bug if not
                 out["failures"].append(self._duplicate(record, origin, step, seen[step.leir]))
@@ -234,10 +276,12 @@ class Runner:
             seen[step.leir] = step.rule
             row, failure = self._candidate(program, record, origin, step, tir0, cuda0, timing0)
             if row is not None:
+                row["state"] = st.record()
                 out["rows"].append(row)
+                pairs.append((row, step))
             else:
                 out["failures"].append(failure)
-        out["counts"]["verified"], out["counts"]["failed"] = len(out["rows"]), len(out["failures"])
+        return pairs
 
     def _tir(self, program, target: str) -> str:
         from lowering.tir import lower_to_tvmscript
@@ -305,7 +349,8 @@ class Runner:
                "difficulty": difficulty(meta), "cot": trace, "numerical_risk": step.exactness != "bitwise",
                "verification": verification_record(verdict, outputs),
                "timing": timing, "tir": {"target": target, "original": tir0, "transformed": tir1},
-               "cuda": cuda, "seed": int(opts.get("seed") or 0), "split": None, "rules": eng.rule_manifest}
+               "cuda": cuda, "noop_on_target": noop_on_target(target, cuda0, cuda and cuda["transformed"]),
+               "seed": int(opts.get("seed") or 0), "split": None, "rules": eng.rule_manifest}
         return row, None
 
 
