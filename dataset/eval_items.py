@@ -58,16 +58,23 @@ def prompt_messages(messages: list[dict], system_prompt: str) -> list[dict]:
     return msgs
 
 
+def _chat_files(folder: Path, name: str, split: str) -> list[Path]:
+    """A training file's split files (``train/NAME``, ``test/NAME``) that ``split`` reads; a
+    folder of the older layout has one ``NAME`` holding both."""
+    files = [folder / s / name for s in ("train", "test") if split in (s, "all") and (folder / s / name).exists()]
+    return files or [p for p in [folder / name] if p.exists()]
+
+
 def single_items(folder: Path, split: str, system_prompt: str) -> list[dict]:
-    chat, rows = folder / "single.jsonl", folder / "rows.jsonl"
-    if not chat.exists():
+    chats, rows = _chat_files(folder, "single.jsonl", split), folder / "rows.jsonl"
+    if not chats:
         return []
     if not rows.exists():
         raise LeirError("the dataset has single.jsonl but no rows.jsonl (the archival rows the prompts refer to)",
                         file=str(rows))
     archive = {r["id"]: r for _, r in _jsonl(rows)}
     items = []
-    for no, rec in _jsonl(chat):
+    for no, rec, chat in ((no, rec, chat) for chat in chats for no, rec in _jsonl(chat)):
         if split != "all" and rec.get("split") != split:
             continue
         row = archive.get(rec.get("id"))

@@ -249,9 +249,9 @@ class Runner:
 
     @staticmethod
     def _provenance(step) -> dict:
-        return {"strategy": step.strategy, "category": step.category, "rule": step.rule, "site": list(step.site),
-                "params": json.dumps(step.choice, sort_keys=True), "exactness": step.exactness, "key": step.key,
-                "also": [a.strategy for a in step.alternatives]}
+        """The step as rows record it: exactly ``Step.to_json()``, so ``engine.apply --step``
+        takes a row's ``step`` as it is."""
+        return step.to_json()
 
     def _duplicate(self, record, origin, step, first_rule: str) -> dict:
         return {"id": row_id(record, step.key), "program": record["name"], "source": origin["source"],
@@ -328,8 +328,8 @@ def resolve(spec: dict):
     given shapes and dtype, or a KernelBench-style file (its text travels in the spec, so a
     worker on another machine needs no shared file system)."""
     kind = spec["kind"]
-    origin = {"source": spec["source"], "kind": kind, "workload": None, "shapes": None, "dtype": None,
-              "points": None, "shrunk": None}
+    origin = {"source": spec["source"], "sha256": spec.get("sha256"), "kind": kind, "workload": None,
+              "shapes": None, "dtype": None, "points": None, "shrunk": None}
     if kind == "program":
         from engine.leir.files import program_from_json
         rec = spec["program"]
