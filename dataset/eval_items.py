@@ -1,6 +1,7 @@
 """The prompts a model evaluation asks, read from a generated dataset folder.
 
-``single`` items: the chat rows of ``single.jsonl`` (``{id, messages, split}``) joined by id with
+``single`` items: the chat rows of ``train/single.jsonl`` and ``test/single.jsonl`` (the split asked;
+a folder of the older layout has one ``single.jsonl``) joined by id with
 their archival rows in ``rows.jsonl`` (the original program, the step's strategy, category and
 difficulty bucket). ``menu`` items: the rows of ``menu.jsonl`` (schema in docs/dataset.md and
 ``MENU_ROW`` below): the prompt messages, the menu (shown number -> step key, strategy, measured
@@ -89,13 +90,13 @@ def single_items(folder: Path, split: str, system_prompt: str) -> list[dict]:
 
 
 def menu_items(folder: Path, split: str, system_prompt: str) -> list[dict]:
-    path = folder / "menu.jsonl"
-    if not path.exists():
+    paths = _chat_files(folder, "menu.jsonl", split)
+    if not paths:
         return []
     from .schema import validator
     v = validator(MENU_ROW)
     items = []
-    for no, rec in _jsonl(path):
+    for no, rec, path in ((no, rec, path) for path in paths for no, rec in _jsonl(path)):
         err = next(iter(v.iter_errors(rec)), None)
         if err is not None:
             where = "/".join(str(p) for p in err.path)
@@ -119,8 +120,8 @@ def load_items(dataset: str, split: str, system_prompt: str) -> list[dict]:
         raise LeirError(f"unknown split '{split}' (expected one of {', '.join(SPLITS)})")
     if not folder.is_dir():
         raise LeirError("no such dataset folder (give the -o folder of python -m dataset.generate)", file=dataset)
-    if not (folder / "single.jsonl").exists() and not (folder / "menu.jsonl").exists():
-        raise LeirError("not a generated dataset: no single.jsonl or menu.jsonl here", file=dataset)
+    if not _chat_files(folder, "single.jsonl", "all") and not _chat_files(folder, "menu.jsonl", "all"):
+        raise LeirError("not a generated dataset: no train/ or test/ single.jsonl or menu.jsonl here", file=dataset)
     items = single_items(folder, split, system_prompt) + menu_items(folder, split, system_prompt)
     ids = [(i["kind"], i["id"]) for i in items]
     if len(set(ids)) != len(ids):
