@@ -360,8 +360,9 @@ def resolve(spec: dict):
             try:
                 loaded = load(path, {}, spec.get("dtype"), spec.get("seed", 0))
                 tr = translate(loaded.model, loaded.inputs, loaded.name)
-            except LeirError as e:
+            except LeirError as e:     # named as the job names the file, never by the temporary copy
                 e.file = spec["path"] if e.file in (None, str(path)) else e.file
+                e.message = e.message.replace(str(path), spec["path"]).replace(d, ".")
                 raise
         origin.update(dtype=spec.get("dtype"))
         return tr.program, origin
