@@ -3,12 +3,10 @@
 The paper's dataset is 0.51 / 12.17 / 87.32 % easy / medium / difficult strategy uses (each
 answer of a multi-answer row counted) and 30 : 70 single- to multi-answer rows (7,537 and
 17,416; dataset.md 3.5). Our sampler gives whatever the programs offer, so the mix is reached by
-down-sampling the rows that verification and the paper's filters kept: ``select`` removes rows
-one at a time, each time from the kind of row (single or multi, and its bucket make-up) whose
-removal brings the mix closest to the target, the row removed being the last of that kind in a
-seeded hash order; it stops once every share is within ``AIM`` points of its target, or when no
-removal brings it closer (then the pool does not allow the target, and the report names what
-is short). Deterministic: a pure function of the rows' ids, buckets and the seed.
+down-sampling the rows that verification and the paper's filters kept: ``select`` keeps the most
+rows whose every share is within ``AIM`` points of its target (when no subset is, the pool does
+not allow the target: it keeps the subset closest to it and the report names what is short).
+Deterministic: a pure function of the rows' ids, buckets and the seed.
 
 ``one_per_strategy`` keeps one verified row per (program, strategy), drawn by seeded hash, as
 the paper samples one variant when a strategy admits several outcomes (dataset.md 1).
@@ -26,7 +24,7 @@ from .filtering import unit_hash
 
 KINDS = ("single", "multi")
 MIXES = {"paper": {"buckets": dict(PAPER_MIX), "kinds": {"single": 30.0, "multi": 70.0}}}
-AIM = 1.0           # points: select stops once every share is this close to its target
+AIM = 2.0           # points: select keeps the most rows whose every share is this close to its target
 WITHIN = 3.0        # points: the promise (stats.json says whether it holds)
 
 
@@ -64,62 +62,70 @@ def _pct(c: Counter, keys) -> dict:
     return {k: round(100.0 * c[k] / total, 2) if total else 0.0 for k in keys}
 
 
-class _State:
-    """Running counts of the kept rows, and the squared distance of their mix to the target."""
+def _allocate(avail: dict, n: int, uses: Counter, target: dict) -> dict | None:
+    """How many single rows of each bucket (at most ``avail``) to add to multi-answer rows whose
+    answers are ``uses`` so that ``n`` single rows bring the bucket shares closest to ``target``."""
+    total = sum(uses.values()) + n
+    want = {b: max(0, round(target[b] / 100.0 * total) - uses[b]) for b in BUCKETS}
+    take = {b: min(avail[b], want[b]) for b in BUCKETS}
+    left = n - sum(take.values())
+    for b in sorted(BUCKETS, key=lambda x: target[x]):     # too many wanted: give back, smallest target first
+        back = min(-left, take[b]) if left < 0 else 0
+        take[b] -= back
+        left += back
+    for b in sorted(BUCKETS, key=lambda x: -target[x]):     # too few: fill from the largest target
+        extra = min(left, avail[b] - take[b])
+        take[b] += extra
+        left -= extra
+    return take if left == 0 else None
 
-    def __init__(self, target: dict):
-        self.t = target
-        self.uses = Counter()
-        self.kinds = Counter()
 
-    def move(self, kind: str, make: tuple, sign: int) -> None:
-        self.kinds[kind] += sign
-        for b, n in zip(BUCKETS, make):
-            self.uses[b] += sign * n
-
-    def deviations(self) -> dict:
-        nu, nk = sum(self.uses.values()), sum(self.kinds.values())
-        out = {}
-        for b in BUCKETS:
-            out[b] = (100.0 * self.uses[b] / nu if nu else 0.0) - self.t["buckets"][b]
-        for k in KINDS:
-            out[k] = (100.0 * self.kinds[k] / nk if nk else 0.0) - self.t["kinds"][k]
-        return out
-
-    def cost(self) -> float:
-        return sum(d * d for d in self.deviations().values())
+def _deviation(kinds: Counter, uses: Counter, target: dict) -> float:
+    """The largest distance, in points, of a mix from its target."""
+    nu, nk = sum(uses.values()), sum(kinds.values())
+    devs = [abs((100.0 * uses[b] / nu if nu else 0.0) - target["buckets"][b]) for b in BUCKETS]
+    devs += [abs((100.0 * kinds[k] / nk if nk else 0.0) - target["kinds"][k]) for k in KINDS]
+    return max(devs)
 
 
 def select(items: list[Item], name: str, seed: int) -> tuple[set[str], dict]:
-    """(ids of the rows kept, the report for stats.json) of the mix ``name`` on ``items``."""
+    """(ids of the rows kept, the report for stats.json) of the mix ``name`` on ``items``.
+
+    The most rows whose mix is within ``AIM`` points of the target, else the mix closest to it:
+    multi-answer rows are taken in order of their share of difficult answers (the target's
+    largest), for each count of them the single rows that bring the mix closest (by bucket, up
+    to what the pool has, for a single:multi ratio near the target's); within a bucket or a make-up
+    the rows kept are the first in a seeded hash order."""
     target = MIXES[name]
-    classes: dict[tuple, list[Item]] = {}
-    for it in items:
-        make = tuple(it.buckets.count(b) for b in BUCKETS)
-        classes.setdefault((it.kind, make), []).append(it)
-    for members in classes.values():        # the row removed first is the last in a seeded order
-        members.sort(key=lambda it: (unit_hash(seed, "mix", it.id), it.id))
-    kept = {c: len(m) for c, m in classes.items()}
-    state = _State(target)
-    for (kind, make), n in kept.items():
-        for _ in range(n):
-            state.move(kind, make, +1)
-    order = sorted(classes)
-    while sum(kept.values()) > 1 and max(abs(d) for d in state.deviations().values()) > AIM:
-        now, best = state.cost(), None
-        for c in order:
-            if not kept[c]:
+    rank = {it.id: (unit_hash(seed, "mix", it.id), it.id) for it in items}
+    singles = {b: sorted((it for it in items if it.kind == "single" and it.buckets[0] == b), key=lambda it: rank[it.id])
+               for b in BUCKETS}
+    avail = {b: len(v) for b, v in singles.items()}
+    top = max(BUCKETS, key=lambda b: target["buckets"][b])
+    multis = sorted((it for it in items if it.kind == "multi"),
+                    key=lambda it: (-it.buckets.count(top) / len(it.buckets), -len(it.buckets), rank[it.id]))
+    share = target["kinds"]["single"] / 100.0
+    best = None                             # ((within, rows, -deviation), k, allocation)
+    uses = Counter()
+    for k in range(len(multis) + 1):
+        if k:
+            uses.update(multis[k - 1].buckets)
+        centre = round(k * share / (1 - share)) if k else sum(avail.values())
+        spread = max(2, round(0.05 * centre))
+        for n in range(max(0, centre - spread), min(sum(avail.values()), centre + spread) + 1):
+            if n + k == 0:
                 continue
-            state.move(*c, -1)
-            cost = state.cost()
-            state.move(*c, +1)
-            if cost < now and (best is None or cost < best[0]):
-                best = (cost, c)
-        if best is None:
-            break
-        kept[best[1]] -= 1
-        state.move(*best[1], -1)
-    ids = {it.id for c, m in classes.items() for it in m[:kept[c]]}
+            take = _allocate(avail, n, uses, target["buckets"])
+            if take is None:
+                continue
+            dev = _deviation(Counter(single=n, multi=k), uses + Counter(take), target)
+            key = (dev <= AIM, n + k if dev <= AIM else -dev, n + k)
+            if best is None or key > best[0]:
+                best = (key, k, take)
+    ids = set()
+    if best is not None:
+        _, k, take = best
+        ids = {it.id for it in multis[:k]} | {it.id for b in BUCKETS for it in singles[b][:take[b]]}
     after = [it for it in items if it.id in ids]
     return ids, report(name, items, after)
 
