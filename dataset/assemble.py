@@ -16,6 +16,7 @@ import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from . import mix as mixing
 from . import prompts
 from .difficulty import BUCKETS, PAPER_MIX, mix
 from .filtering import (
@@ -28,12 +29,11 @@ from .filtering import (
     keep_single,
     multi_subsets,
 )
-from .schema import CONFIGS, FILES, arrow_record, arrow_schema, has_json_text
+from .schema import CONFIGS, FILES, SPLIT_FILES, SPLITS, arrow_schema, file_path, to_arrow
 from .states import StateStats, by_state
 
-SPLITS = ("train", "test")
-OUTPUT_FILES = ("rows.jsonl", "failures.jsonl", "skipped.jsonl", "single.jsonl", "multi.jsonl", "single_trl.jsonl",
-                "multi_trl.jsonl", "preferences.jsonl", "stats.json", "README.md")
+OUTPUT_FILES = ("rows.jsonl", "failures.jsonl", "skipped.jsonl", "stats.json", "README.md")
+CHAT_KINDS = {"single": ("single.jsonl", "single_trl.jsonl"), "multi": ("multi.jsonl", "multi_trl.jsonl")}
 
 
 def held_out_types(types: list[str], seed: int, fraction: float) -> set[str]:
@@ -67,25 +67,61 @@ class _Lines:
         self.f.close()
 
 
+class _SplitLines:
+    """A training file written split by split (``train/NAME``, ``test/NAME``): no file mixes
+    the splits, so a trainer pointed at one never sees the other's rows."""
+
+    def __init__(self, stage: Path, name: str):
+        self.files = {}
+        for s in SPLITS:
+            (stage / s).mkdir(exist_ok=True)
+            self.files[s] = _Lines(stage / s / name)
+        self.count = Counter()
+
+    def write(self, rec: dict) -> None:
+        self.files[rec["split"]].write(rec)
+        self.count[rec["split"]] += 1
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+
+def row_facts(row: dict) -> dict:
+    """What a chat row carries to filter by: the step's strategy, difficulty bucket and
+    exactness, the numerical risk, and (when the row was timed) the speedup and verdict; the
+    timing record is read with ``.get`` (older records have no verdict)."""
+    timing = row.get("timing") or {}
+    return {"strategy": row["step"]["strategy"], "bucket": row["difficulty"]["bucket"],
+            "exactness": row["step"]["exactness"], "numerical_risk": row["numerical_risk"],
+            "speedup": timing.get("speedup"), "verdict": timing.get("verdict")}
+
+
 def chat_single(row: dict) -> tuple[dict, dict]:
-    prompt = prompts.single_prompt(row["program"])
+    prompt = prompts.single_prompt(row["program"], prompts.verified_exactly(row))
     answer = prompts.single_answer(row["cot"], prompts.single_label(row["transformed"], row["step"]["strategy"]))
-    return _chat(row["id"], prompt, answer, row["split"])
+    return _chat(row["id"], prompt, answer, row["split"], row_facts(row))
 
 
 def chat_multi(items: list[dict]) -> tuple[dict, dict]:
+    """A multi-answer row: its facts are lists (one entry per answer), its numerical risk
+    whether any answer has one; the prompt promises bitwise identical outputs only when every
+    answer was verified exactly."""
     program = items[0]["program"]
-    prompt = prompts.multi_prompt(program, len(items))
+    prompt = prompts.multi_prompt(program, len(items), all(prompts.verified_exactly(r) for r in items))
     label = prompts.multi_label([(r["transformed"], r["step"]["strategy"]) for r in items])
     answer = prompts.multi_answer([r["cot"] for r in items], label)
     rid = hashlib.sha256("|".join(r["id"] for r in items).encode()).hexdigest()[:16]
-    return _chat(rid, prompt, answer, items[0]["split"])
+    each = [row_facts(r) for r in items]
+    facts = {k: [f[k] for f in each] for k in each[0]}
+    facts["numerical_risk"] = any(facts["numerical_risk"])
+    return _chat(rid, prompt, answer, items[0]["split"], facts)
 
 
-def _chat(rid: str, prompt: str, answer: str, split: str) -> tuple[dict, dict]:
+def _chat(rid: str, prompt: str, answer: str, split: str, facts: dict) -> tuple[dict, dict]:
     msgs = prompts.messages(prompt, answer)
-    return ({"id": rid, "messages": msgs, "split": split},
-            {"id": rid, "prompt": msgs[:1], "completion": msgs[1:], "split": split})
+    return ({"id": rid, "messages": msgs, "split": split, **facts},
+            {"id": rid, "prompt": msgs[:1], "completion": msgs[1:], "split": split, **facts})
 
 
 def preference_pairs(rows: list[dict]) -> list[dict]:
@@ -113,7 +149,10 @@ def preference_pairs(rows: list[dict]) -> list[dict]:
 
 
 class Assembly:
-    """Streams the task results into the output files and counts what the statistics report."""
+    """Streams the task results into the output files and counts what the statistics report.
+
+    Chat rows wait in a pool (``.journal/staging/pool.jsonl``) until every task is in: the mix
+    (``--mix``) is decided over all of them, then the kept ones are written split by split."""
 
     def __init__(self, out: Path, options: dict):
         self.out = Path(out)
@@ -122,7 +161,10 @@ class Assembly:
         if self.stage.exists():
             shutil.rmtree(self.stage)
         self.stage.mkdir(parents=True)
-        self.files = {name: _Lines(self.stage / name) for name in FILES}
+        self.files = {name: (_SplitLines(self.stage, name) if name in SPLIT_FILES else _Lines(self.stage / name))
+                      for name in FILES}
+        self.pool = open(self.stage / "pool.jsonl", "w")
+        self.pooled: list[tuple[str, mixing.Item]] = []      # (split, item) of each pooled chat row
         self.seed = int(options.get("seed") or 0)
         self.multi = MultiFilter(cap=int(options.get("medium_cap") or MEDIUM_CAP))
         self.keys: dict[str, str] = {}
@@ -131,6 +173,7 @@ class Assembly:
         self.lengths: list[tuple[int, int, int, int]] = []
         self.speedups: list[float] = []
         self.final_buckets = Counter()
+        self.mix_reports: dict[str, dict] = {}
         self.seconds = 0.0
         self.states = StateStats(options.get("target") or "llvm", options.get("strategy_names"))
 
@@ -157,15 +200,25 @@ class Assembly:
         rows = self.states.add(res, keep_noop=bool(self.options.get("keep_noop")))
         for r in rows:
             r["split"] = split
-            self._row(r)
+            self._archive(r)
         self._failures(res)
-        for group in by_state(rows):       # a prompt is one state's program
-            self._multi(group)
-            if self.options.get("time"):
+        self.add_rows(rows)
+        if self.options.get("time"):
+            for group in by_state(rows):       # a prompt is one state's program
                 for p in preference_pairs(group):
                     self.files["preferences.jsonl"].write(p)
 
-    def _row(self, r: dict) -> None:
+    def add_rows(self, rows: list[dict]) -> None:
+        """The chat rows of one program's verified rows (each with its ``split``): the paper's
+        filters, after ``--one-per-strategy`` when asked; into the pool."""
+        if self.options.get("one_per_strategy"):
+            rows = mixing.one_per_strategy(rows, self.seed)
+        for r in rows:
+            self._single(r)
+        for group in by_state(rows):           # a prompt is one state's program
+            self._multi(group)
+
+    def _archive(self, r: dict) -> None:
         s, b = r["step"]["strategy"], r["difficulty"]["bucket"]
         self.files["rows.jsonl"].write(r)
         self.c["rows_per_strategy"][s] += 1
@@ -175,14 +228,18 @@ class Assembly:
                              len(r["tir"]["transformed"])))
         if r["timing"] and r["timing"].get("speedup"):
             self.speedups.append(r["timing"]["speedup"])
+
+    def _single(self, r: dict) -> None:
+        s, b = r["step"]["strategy"], r["difficulty"]["bucket"]
         group = b if b != "easy" else f"easy_{easy_group(s)}"
         self.c["single_in"][group] += 1
         if keep_single(b, s, r["program"]["leir"], r["transformed"], self.seed):
             self.c["single_kept"][group] += 1
-            self.final_buckets[b] += 1
-            chat, trl = chat_single(r)
-            self.files["single.jsonl"].write(chat)
-            self.files["single_trl.jsonl"].write(trl)
+            self._pool("single", (b,), *chat_single(r))
+
+    def _pool(self, kind: str, buckets: tuple, chat: dict, trl: dict) -> None:
+        self.pool.write(_dumps({"kind": kind, "chat": chat, "trl": trl}) + "\n")
+        self.pooled.append((chat["split"], mixing.Item(chat["id"], kind, buckets)))
 
     def _failures(self, res: dict) -> None:
         for f in res["failures"]:
@@ -195,7 +252,7 @@ class Assembly:
             rec = {"id": hashlib.sha256(text.encode()).hexdigest()[:16], "program": res["program"]["name"],
                    "source": res["source"],
                    "step": {"strategy": bad["strategy"], "category": "", "rule": bad["rule"], "site": [],
-                            "params": "{}", "exactness": "", "key": "", "also": []},
+                            "params": {}, "exactness": "", "key": "", "leir": None},
                    "transformed": None, "stage": "enumerate", "verdict": None, "message": bad["error"]}
             self.files["failures.jsonl"].write(rec)
             self._bug(bad["rule"], bad["strategy"], "enumerate", "invalid neighbour")
@@ -217,15 +274,35 @@ class Assembly:
                    "transformed": rows[i]["transformed"], "row": rows[i]} for i in sub] for sub in subsets]
         for kept in self.multi.filter_program(cands):
             items = [it["row"] for it in kept]
-            for it in kept:
-                self.final_buckets[it["bucket"]] += 1
-            chat, trl = chat_multi(items)
-            self.files["multi.jsonl"].write(chat)
-            self.files["multi_trl.jsonl"].write(trl)
+            self._pool("multi", tuple(it["bucket"] for it in kept), *chat_multi(items))
 
     # ------------------------------------------------------------------ the end
 
+    def _write_chat(self) -> None:
+        """The pooled chat rows, mixed when asked (each split on its own), into their files."""
+        self.pool.close()
+        name = self.options.get("mix")
+        keep = None
+        if name:
+            keep = set()
+            for split in SPLITS:
+                items = [it for s, it in self.pooled if s == split]
+                ids, self.mix_reports[split] = mixing.select(items, name, self.seed)
+                keep |= ids
+        for split, it in self.pooled:
+            if keep is None or it.id in keep:
+                self.final_buckets.update(it.buckets)
+        with open(self.stage / "pool.jsonl") as f:
+            for line in f:
+                rec = json.loads(line)
+                if keep is None or rec["chat"]["id"] in keep:
+                    chat_name, trl_name = CHAT_KINDS[rec["kind"]]
+                    self.files[chat_name].write(rec["chat"])
+                    self.files[trl_name].write(rec["trl"])
+        (self.stage / "pool.jsonl").unlink()
+
     def finish(self, job: dict, throughput: dict, split_info: dict) -> dict:
+        self._write_chat()
         for f in self.files.values():
             f.close()
         written = self._parquet()
@@ -251,18 +328,19 @@ class Assembly:
             if not splits:
                 continue
             schema = arrow_schema(FILES[name])
-            convert = has_json_text(FILES[name])
             folder = self.stage / "data" / config
             folder.mkdir(parents=True, exist_ok=True)
             writers = {s: pq.ParquetWriter(folder / f"{s}.parquet", schema) for s in splits}
             batches: dict[str, list] = {s: [] for s in splits}
-            with open(self.stage / name) as f:
-                for line in f:
-                    rec = json.loads(line)
-                    batches[rec["split"]].append(arrow_record(rec, FILES[name]) if convert else rec)
-                    if len(batches[rec["split"]]) >= 512:
-                        writers[rec["split"]].write_table(pa.Table.from_pylist(batches[rec["split"]], schema))
-                        batches[rec["split"]] = []
+            sources = [self.stage / file_path(name, s) for s in splits] if name in SPLIT_FILES else [self.stage / name]
+            for path in sources:
+                with open(path) as f:
+                    for line in f:
+                        rec = to_arrow(FILES[name], json.loads(line))
+                        batches[rec["split"]].append(rec)
+                        if len(batches[rec["split"]]) >= 512:
+                            writers[rec["split"]].write_table(pa.Table.from_pylist(batches[rec["split"]], schema))
+                            batches[rec["split"]] = []
             for s in splits:
                 if batches[s]:
                     writers[s].write_table(pa.Table.from_pylist(batches[s], schema))
@@ -310,11 +388,13 @@ class Assembly:
                           "items_kept": {b: mf.items_kept.get(b, 0) for b in BUCKETS}, "medium_cap": mf.cap,
                           "max_items": int(self.options.get("multi_items") or 6),
                           "max_rows_per_program": int(self.options.get("multi_rows") or 6)},
+                "one_per_strategy": bool(self.options.get("one_per_strategy")),
             },
             "bucket_mix": {"verified": mix(self.c["verified_buckets"]), "dataset": mix(self.final_buckets),
                            "paper": PAPER_MIX, "verified_counts": {b: self.c["verified_buckets"][b] for b in BUCKETS},
                            "dataset_counts": {b: self.final_buckets[b] for b in BUCKETS}},
             **self.states.stats(),
+            "mix": ({"name": self.options["mix"], "splits": self.mix_reports} if self.options.get("mix") else None),
             "splits": split_info | {"programs": {s: self.c["splits"][f"{s}_programs"] for s in SPLITS}},
             "files": {name: dict(sorted(self.files[name].count.items())) for name in FILES} | {"parquet": written},
             "throughput": tp,
@@ -322,14 +402,18 @@ class Assembly:
 
     def _move_into_place(self, written: dict, plots: list[str]) -> None:
         out = self.out
-        keep = set()
         for name in OUTPUT_FILES:
-            src = self.stage / name
-            if name == "preferences.jsonl" and not self.options.get("time"):
+            os.replace(self.stage / name, out / name)
+        for name in SPLIT_FILES:
+            for s in SPLITS:
+                (out / s).mkdir(exist_ok=True)
+                if name == "preferences.jsonl" and not self.options.get("time"):
+                    (out / s / name).unlink(missing_ok=True)
+                    continue
+                os.replace(self.stage / s / name, out / s / name)
+        for name in FILES:              # the mixed-split files of an older layout
+            if name in SPLIT_FILES:
                 (out / name).unlink(missing_ok=True)
-                continue
-            os.replace(src, out / name)
-            keep.add(name)
         data = out / "data"
         for config, splits in written.items():
             (data / config).mkdir(parents=True, exist_ok=True)

@@ -9,15 +9,19 @@ from .difficulty import BUCKETS
 
 DESCRIPTIONS = {
     "single": "single-answer rows in the chat `messages` format (prompt text of the Step-TP paper, "
-              "`<think>` chain-of-thought, `<answer>` JSON label), filtered as the paper prescribes",
-    "multi": "multi-answer rows in the `messages` format, filtered as the paper prescribes",
+              "`<think>` chain-of-thought, `<answer>` JSON label), filtered as the paper prescribes; each row also "
+              "carries `strategy`, `bucket`, `exactness`, `numerical_risk`, `speedup` and `verdict` (null when "
+              "not timed) to filter by",
+    "multi": "multi-answer rows in the `messages` format, filtered as the paper prescribes; the same fields, as "
+             "lists (one entry per answer; `numerical_risk`: any answer's)",
     "single_trl": "the single-answer rows as conversational `prompt` / `completion` pairs (TRL)",
     "multi_trl": "the multi-answer rows as conversational `prompt` / `completion` pairs (TRL)",
-    "rows": "the archival record of every verified rewrite, unfiltered: program, step provenance, transformed "
-            "LEIR, difficulty, chain-of-thought, verification, timing, TIR (and CUDA) text, `noop_on_target` "
-            "(with --target cuda), and the `state` the row's program is: `depth` (verified steps from the source), "
-            "`path` (those steps, replayable with `engine.apply --steps`; each step is JSON text in the Parquet "
-            "copy) and `parent` (the row that reached it)",
+    "rows": "the archival record of every verified rewrite, unfiltered, both splits with a `split` column: "
+            "program, step (`Step.to_json()`; in this Parquet copy `step.params` is JSON text, in `rows.jsonl` an "
+            "object), transformed LEIR, difficulty, chain-of-thought, verification, timing, TIR (and CUDA) text, "
+            "`noop_on_target` (with --target cuda), and the `state` the row's program is: `depth` (verified steps "
+            "from the source), `path` (those steps, replayable with `engine.apply --steps`; each step is JSON text "
+            "in the Parquet copy) and `parent` (the row that reached it)",
     "preferences": "pairs of a faster (chosen) and a slower (rejected) verified rewrite of the same program",
 }
 
@@ -44,9 +48,17 @@ def dataset_card(stats: dict, written: dict) -> str:
     for name, splits in written.items():
         counts = ", ".join(f"{s}: {n}" for s, n in splits.items())
         lines.append(f"- `{name}` ({counts}): {DESCRIPTIONS[name]}")
-    lines += ["", "Whole program types are held out for `test`; the same rows are also in the JSON-lines files at "
-              "the top of this folder (`single.jsonl`, `multi.jsonl`, `single_trl.jsonl`, `multi_trl.jsonl`, "
-              "`rows.jsonl`), each row with its `split`.", "", "## Figures", "",
+    lines += ["", "Whole program types are held out for `test`. The training files are also JSON lines, one file "
+              "per split, never both splits in one file: `train/single.jsonl` and `test/single.jsonl`, and the "
+              "same for `multi`, `single_trl`, `multi_trl` (and `preferences` with `--time`); point a trainer at "
+              "the `train/` file as it is. `rows.jsonl` (the archive, not a training file) keeps both splits with "
+              "their `split`.", "",
+              "Prompts and labels use the same key, `applied_strategies` (a list of the one strategy applied), as "
+              "the search's free-form prompt does; the prompt promises *bitwise identical* outputs only on rows "
+              "verified exactly (a bitwise rule compared exactly), the others ask for outputs *numerically "
+              "equivalent within the stated tolerance* and state it. Sources are named relative to the argument "
+              "they came from, with their sha256: nothing here names a path of the generating machine.", "",
+              *_mix_lines(stats), "## Figures", "",
               f"- programs: {stats['sources']['programs']} of {stats['sources']['tasks']} sources "
               f"(left out: {_counts(stats['sources']['skipped'])})",
               f"- candidates verified: {stats['candidates']['sampled']} of {stats['candidates']['neighbours']} "
@@ -62,6 +74,27 @@ def dataset_card(stats: dict, written: dict) -> str:
               + " / ".join(str(mix["paper"][b]) for b in reversed(BUCKETS)),
               "", "## Job", "", "```json", _json(job), "```", ""]
     return "\n".join(lines)
+
+
+def _mix_lines(stats: dict) -> list[str]:
+    m = stats.get("mix")
+    one = (stats.get("filter") or {}).get("one_per_strategy")
+    if not m and not one:
+        return []
+    out = ["## Mix", ""]
+    if one:
+        out.append("- one verified row per (program, strategy) in the chat rows (`--one-per-strategy`), as the paper")
+    if m:
+        out.append(f"- `--mix {m['name']}`: chat rows down-sampled after verification to the paper's mix")
+        for split, r in m["splits"].items():
+            a, t = r["achieved"], r["target"]
+            out.append(f"  - {split}: difficult / medium / easy "
+                       + " / ".join(str(a["buckets"][b]) for b in reversed(BUCKETS)) + " % (target "
+                       + " / ".join(str(t["buckets"][b]) for b in reversed(BUCKETS)) + f"), single : multi "
+                       f"{a['kinds']['single']} : {a['kinds']['multi']} (target {t['kinds']['single']:g} : "
+                       f"{t['kinds']['multi']:g}); " + (f"within {r['within_points']:g} points" if r["within"]
+                                                          else "short: " + "; ".join(r["short"])))
+    return out + [""]
 
 
 def _counts(d: dict) -> str:

@@ -55,6 +55,23 @@ def _lines(path: Path, report: Report) -> list[dict]:
     return out
 
 
+def _read(out: Path, name: str, report: Report) -> list[dict]:
+    """The records of one output file; a training file's split files joined (train, then test),
+    each record's ``split`` checked against its folder."""
+    from .schema import SPLIT_FILES, SPLITS, file_path
+    if name not in SPLIT_FILES:
+        return _lines(out / name, report)
+    recs = []
+    for split in SPLITS:
+        rel = file_path(name, split)
+        part = _lines(out / rel, report)
+        bad = sum(1 for r in part if isinstance(r, dict) and r.get("split") != split)
+        if bad:
+            report.add(rel, f"{bad} row(s) of another split in the {split} file")
+        recs += part
+    return recs
+
+
 def check_schemas(out: Path, data: dict, report: Report) -> None:
     from .schema import FILES, STATS, validator
     for name, schema in FILES.items():
@@ -77,7 +94,7 @@ def check_card_and_parquet(out: Path, data: dict, report: Report) -> None:
     import pyarrow.parquet as pq
     import yaml
 
-    from .schema import CONFIGS, FILES, arrow_record
+    from .schema import CONFIGS, FILES, to_arrow
     card = out / "README.md"
     if not card.exists():
         return report.add("README.md", "missing dataset card")
@@ -111,12 +128,18 @@ def check_card_and_parquet(out: Path, data: dict, report: Report) -> None:
             if len(table) != len(want):
                 report.add(rel, f"{len(table)} rows, {name} has {len(want)} in split {split}")
                 continue
-            decl = FILES[name]
-            bad = sum(1 for a, b in zip(table, want) if _norm(a) != _norm(arrow_record(b, decl)))
+            bad = sum(1 for a, b in zip(table, want) if _norm(a) != _norm(_arrow_form(FILES[name], b, to_arrow)))
             if bad:
                 report.add(rel, f"{bad} row(s) differ from {name}")
             else:
                 report.ok("parquet rows", len(table))
+
+
+def _arrow_form(schema: dict, rec, to_arrow):
+    try:
+        return to_arrow(schema, rec)
+    except (AttributeError, TypeError):         # a malformed record: the schema check names it
+        return rec
 
 
 def check_datasets_load(out: Path, data: dict, report: Report) -> None:
@@ -191,7 +214,7 @@ class RowChecker:
             rep.add(where, "id is not the hash of the program and the step")
         try:
             original = self.program(row["program"])
-            params = json.loads(step["params"])
+            params = step["params"]
             replayed = self.engine.apply(original, {"rule": step["rule"], "site": step["site"], "params": params})
         except LeirError as e:
             return rep.add(where, f"replay: {e.message}")
@@ -234,13 +257,21 @@ def check_chat(data: dict, rows: list[dict], options: dict, report: Report) -> N
     from . import prompts
     from .assemble import chat_multi, chat_single
     from .filtering import MEDIUM_CAP, keep_single
+    from .mix import one_per_strategy
+    from .schema import SPLITS
     by_id = {r["id"]: r for r in rows}
     seed = options.get("seed", 0)
-    # single: exactly the rows the filter keeps, each in the paper's format
-    want = [chat_single(r) for r in rows if keep_single(r["difficulty"]["bucket"], r["step"]["strategy"],
+    # single: exactly the rows the filter keeps (a seeded subsequence of them with --mix), each in
+    # the paper's format, train then test
+    pool = one_per_strategy(rows, seed) if options.get("one_per_strategy") else rows
+    want = [chat_single(r) for r in pool if keep_single(r["difficulty"]["bucket"], r["step"]["strategy"],
                                                        r["program"]["leir"], r["transformed"], seed)]
+    want.sort(key=lambda w: SPLITS.index(w[0]["split"]))
     got = data.get("single.jsonl", [])
-    if [c["id"] for c in got] != [w[0]["id"] for w in want]:
+    want_ids, got_ids = [w[0]["id"] for w in want], [c["id"] for c in got]
+    if options.get("mix") and not _subsequence(got_ids, want_ids):
+        report.add("single.jsonl", "the mixed rows are not a subsequence of the rows the filter keeps")
+    elif not options.get("mix") and got_ids != want_ids:
         report.add("single.jsonl", f"{len(got)} rows, the filter keeps {len(want)} of rows.jsonl (or another order)")
     for no, c in enumerate(got, 1):
         r = by_id.get(c["id"])
@@ -278,7 +309,7 @@ def check_chat(data: dict, rows: list[dict], options: dict, report: Report) -> N
         if program is None:
             report.add(where, "the prompt is no program of rows.jsonl in the paper's format")
             continue
-        items = [rows_by_program[program].get((it.get("transformed_IR"), it.get("applied_strategy")))
+        items = [rows_by_program[program].get((it.get("transformed_IR"), _one(it.get("applied_strategies"))))
                  for it in label]
         if None in items:
             report.add(where, "an answer is not a verified row of this program")
@@ -305,6 +336,16 @@ def check_chat(data: dict, rows: list[dict], options: dict, report: Report) -> N
     _same_pairs("multi_trl.jsonl", data.get("multi.jsonl", []), data.get("multi_trl.jsonl", []), report)
 
 
+def _subsequence(part: list, whole: list) -> bool:
+    it = iter(whole)
+    return all(x in it for x in part)
+
+
+def _one(strategies):
+    """The strategy of a label entry's ``applied_strategies`` (a list of one)."""
+    return strategies[0] if isinstance(strategies, list) and len(strategies) == 1 else None
+
+
 def _program_of_prompt(user: str, rows_by_program: dict):
     from . import prompts
     for key in rows_by_program:
@@ -312,16 +353,42 @@ def _program_of_prompt(user: str, rows_by_program: dict):
         head = prompts.prefix(prog)
         if user.startswith(head):
             k = prompts.AT_LEAST.search(user[len(head):])
-            if k and user == prompts.multi_prompt(prog, int(k[1])):
+            if k and user in (prompts.multi_prompt(prog, int(k[1]), True), prompts.multi_prompt(prog, int(k[1]), False)):
                 return key
     return None
+
+
+def check_mix(data: dict, options: dict, report: Report) -> None:
+    """With ``--mix``: the achieved mix stats.json reports is the mix of the chat files, split by
+    split, and ``within`` says whether every share is within the promised points of its target."""
+    from .mix import WITHIN, Item, shares
+    from .schema import SPLITS
+    name = options.get("mix")
+    if not name:
+        return
+    got = ((data.get("stats.json") or {}).get("mix") or {}).get("splits") or {}
+    for split in SPLITS:
+        items = [Item(c["id"], "single", (c["bucket"],)) for c in data.get("single.jsonl", []) if c["split"] == split]
+        items += [Item(c["id"], "multi", tuple(c["bucket"])) for c in data.get("multi.jsonl", [])
+                  if c["split"] == split]
+        rep = got.get(split)
+        mine = shares(items)
+        if rep is None or rep["achieved"] != {"buckets": mine["buckets"], "kinds": mine["kinds"]}:
+            report.add("stats.json", f"mix of the {split} chat files differs from the one reported")
+            continue
+        far = any(abs(mine[g][k] - want) > WITHIN for g in ("buckets", "kinds") for k, want in rep["target"][g].items())
+        if rep["within"] == far and items:
+            report.add("stats.json", f"the {split} mix is reported {'within' if rep['within'] else 'not within'} "
+                                     f"{WITHIN:g} points of its target, and it is not")
+        else:
+            report.ok("mixes")
 
 
 def _check_single_text(where: str, c: dict, r: dict, report: Report) -> None:
     from . import prompts
     user, answer = c["messages"][0]["content"], c["messages"][1]["content"]
-    if user != prompts.single_prompt(r["program"]):
-        report.add(where, "the prompt is not the paper's single-answer prompt for this program")
+    if user != prompts.single_prompt(r["program"], prompts.verified_exactly(r)):
+        report.add(where, "the prompt is not the single-answer prompt for this program and its exactness")
     parts = prompts.split_answer(answer)
     if parts is None:
         return report.add(where, "assistant content is not <think>...</think><answer>...</answer>")
@@ -331,7 +398,7 @@ def _check_single_text(where: str, c: dict, r: dict, report: Report) -> None:
         label = json.loads(parts[1])
     except json.JSONDecodeError:
         return report.add(where, "label is not valid JSON")
-    if label != {"transformed_IR": r["transformed"], "applied_strategy": r["step"]["strategy"]}:
+    if label != {"transformed_IR": r["transformed"], "applied_strategies": [r["step"]["strategy"]]}:
         report.add(where, "label does not name the row's transformed IR and strategy")
 
 
@@ -427,7 +494,7 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None) -> Rep
     report = Report()
     if not (out / "rows.jsonl").exists():
         raise LeirError(f"{out} holds no generated dataset (no rows.jsonl)")
-    data = {name: _lines(out / name, report) for name in FILES}
+    data = {name: _read(out, name, report) for name in FILES}
     try:
         data["stats.json"] = json.loads((out / "stats.json").read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -455,6 +522,7 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None) -> Rep
     check_states(rows, rc.engine, options, report)
     check_splits(rows, report)
     check_chat(data, rows, options, report)
+    check_mix(data, options, report)
     check_preferences(data, rows, report)
     check_stats(data, rows, report)
     reverify(rows, sample, int(options.get("seed") or 0), report)

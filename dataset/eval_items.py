@@ -1,6 +1,7 @@
 """The prompts a model evaluation asks, read from a generated dataset folder.
 
-``single`` items: the chat rows of ``single.jsonl`` (``{id, messages, split}``) joined by id with
+``single`` items: the chat rows of ``train/single.jsonl`` and ``test/single.jsonl`` (the split asked;
+a folder of the older layout has one ``single.jsonl``) joined by id with
 their archival rows in ``rows.jsonl`` (the original program, the step's strategy, category and
 difficulty bucket). ``menu`` items: the rows of ``menu.jsonl`` (schema in docs/dataset.md and
 ``MENU_ROW`` below): the prompt messages, the menu (shown number -> step key, strategy, measured
@@ -58,16 +59,23 @@ def prompt_messages(messages: list[dict], system_prompt: str) -> list[dict]:
     return msgs
 
 
+def _chat_files(folder: Path, name: str, split: str) -> list[Path]:
+    """A training file's split files (``train/NAME``, ``test/NAME``) that ``split`` reads; a
+    folder of the older layout has one ``NAME`` holding both."""
+    files = [folder / s / name for s in ("train", "test") if split in (s, "all") and (folder / s / name).exists()]
+    return files or [p for p in [folder / name] if p.exists()]
+
+
 def single_items(folder: Path, split: str, system_prompt: str) -> list[dict]:
-    chat, rows = folder / "single.jsonl", folder / "rows.jsonl"
-    if not chat.exists():
+    chats, rows = _chat_files(folder, "single.jsonl", split), folder / "rows.jsonl"
+    if not chats:
         return []
     if not rows.exists():
         raise LeirError("the dataset has single.jsonl but no rows.jsonl (the archival rows the prompts refer to)",
                         file=str(rows))
     archive = {r["id"]: r for _, r in _jsonl(rows)}
     items = []
-    for no, rec in _jsonl(chat):
+    for no, rec, chat in ((no, rec, chat) for chat in chats for no, rec in _jsonl(chat)):
         if split != "all" and rec.get("split") != split:
             continue
         row = archive.get(rec.get("id"))
@@ -82,13 +90,13 @@ def single_items(folder: Path, split: str, system_prompt: str) -> list[dict]:
 
 
 def menu_items(folder: Path, split: str, system_prompt: str) -> list[dict]:
-    path = folder / "menu.jsonl"
-    if not path.exists():
+    paths = _chat_files(folder, "menu.jsonl", split)
+    if not paths:
         return []
     from .schema import validator
     v = validator(MENU_ROW)
     items = []
-    for no, rec in _jsonl(path):
+    for no, rec, path in ((no, rec, path) for path in paths for no, rec in _jsonl(path)):
         err = next(iter(v.iter_errors(rec)), None)
         if err is not None:
             where = "/".join(str(p) for p in err.path)
@@ -112,8 +120,8 @@ def load_items(dataset: str, split: str, system_prompt: str) -> list[dict]:
         raise LeirError(f"unknown split '{split}' (expected one of {', '.join(SPLITS)})")
     if not folder.is_dir():
         raise LeirError("no such dataset folder (give the -o folder of python -m dataset.generate)", file=dataset)
-    if not (folder / "single.jsonl").exists() and not (folder / "menu.jsonl").exists():
-        raise LeirError("not a generated dataset: no single.jsonl or menu.jsonl here", file=dataset)
+    if not _chat_files(folder, "single.jsonl", "all") and not _chat_files(folder, "menu.jsonl", "all"):
+        raise LeirError("not a generated dataset: no train/ or test/ single.jsonl or menu.jsonl here", file=dataset)
     items = single_items(folder, split, system_prompt) + menu_items(folder, split, system_prompt)
     ids = [(i["kind"], i["id"]) for i in items]
     if len(set(ids)) != len(ids):

@@ -5,7 +5,7 @@ Single-step (paper Table 2, spec lowering.md 8.1): the pass ladder Diff / Build 
 Equal as the share of attempts reaching each rung, pass@1 and pass@k with the unbiased
 estimator ``1 - C(n-c, k) / C(n, k)`` (n attempts, c of them equal), per strategy category and
 difficulty bucket of the prompt, and the distribution of the strategies the model chose
-(Figure 5): what it claims (``applied_strategy``) and, separately, what the engine says the
+(Figure 5): what it claims (``applied_strategies``) and, separately, what the engine says the
 change is when one rule step reaches it. Menu prompts: the valid-answer rate, agreement with
 the measured-fastest entry and the mean regret (best speedup / chosen speedup).
 """

@@ -78,6 +78,13 @@ def parser() -> argparse.ArgumentParser:
                                                                     "test split (default 0.1)")
     a.add_argument("--multi-items", type=int, default=6, help="most answers in a multi-answer row (default 6)")
     a.add_argument("--multi-rows", type=int, default=6, help="most multi-answer rows per program (default 6)")
+    a.add_argument("--mix", choices=("paper",), help="down-sample the chat rows, after verification and the "
+                                                     "paper's filters, to the paper's mix: 0.51/12.17/87.32 %% easy/"
+                                                     "medium/difficult strategy uses and 30:70 single:multi rows "
+                                                     "(seeded; stats.json reports target and achieved)")
+    a.add_argument("--one-per-strategy", action="store_true",
+                   help="one verified row per (program, strategy) in the chat rows, drawn by seeded hash, as the "
+                        "paper samples one variant per strategy (rows.jsonl keeps every row)")
     a.add_argument("--no-plots", action="store_true", help="do not draw OUT/plots/*.png")
     r = ap.add_argument_group("running")
     r.add_argument("--workers", type=int, default=1, help="worker processes (local) or CPUs of a local Ray")
@@ -157,7 +164,7 @@ def run(args) -> int:
     from .backends import BACKENDS
     from .journal import Journal
     from .progress import Progress
-    from .sources import resolve_sources
+    from .sources import job_sources, resolve_sources
     from .task import RESULT_OPTIONS, task_id
 
     t0 = time.perf_counter()
@@ -190,7 +197,8 @@ def run(args) -> int:
     seed = args.seed
     held_out = held_out_types([s["type"] for s in specs], seed, args.test_fraction)
     asm = Assembly(out, options | {"multi_items": args.multi_items, "multi_rows": args.multi_rows,
-                                   "plots": not args.no_plots, "strategy_names": _strategy_names(args)})
+                                   "plots": not args.no_plots, "strategy_names": _strategy_names(args),
+                                   "mix": args.mix, "one_per_strategy": args.one_per_strategy})
     for n in notes:
         asm.note(n["source"], n["reason"], n["message"])
     for tid, spec in tasks:
@@ -199,11 +207,12 @@ def run(args) -> int:
     split_info = {"test_fraction": args.test_fraction, "types": {"train": len([t for t in types if t not in held_out]),
                                                                  "test": len(held_out)},
                   "test_types": sorted(held_out)}
-    job = {"sources": list(args.sources), "workloads": args.workloads,
+    job = {"sources": job_sources(args.sources), "workloads": args.workloads,
            "shapes": args.shapes if args.workloads else None, "variants": args.variants if args.workloads else None,
            "dtypes": args.dtypes if args.workloads else None,
            **{k: v for k, v in options.items() if k != "rule_bundle"}, "test_fraction": args.test_fraction,
-           "multi_items": args.multi_items, "multi_rows": args.multi_rows}
+           "multi_items": args.multi_items, "multi_rows": args.multi_rows, "mix": args.mix,
+           "one_per_strategy": args.one_per_strategy}
     wall = time.perf_counter() - t0
     throughput = {"backend": args.backend, "workers": args.workers, "tasks_run": len(pending),
                   "rows_this_run": counts["rows"], "wall_seconds_this_run": round(wall, 3),
@@ -212,6 +221,9 @@ def run(args) -> int:
     skipped = sum(stats["sources"]["skipped"].values())
     print(f"{stats['rows']} verified rows, {stats['failures']} failures (rule bugs), {skipped} sources skipped "
           f"-> {out} ({wall:.1f} s)", file=sys.stderr)
+    if stats["mix"]:
+        from .mix import summary
+        print(f"mix {args.mix}:\n" + summary(stats["mix"]["splits"]), file=sys.stderr)
     return 0
 
 

@@ -3,19 +3,25 @@
 ``jsonschema`` validates each record (``python -m dataset.check``); the same declarations give
 the Arrow types of the Parquet copies (``arrow_schema``), so a column has one type in every
 row and ``datasets`` loads each config without guessing. Fields whose shape varies from rule to
-rule (a step's parameters, a workload's shape parameters) are stored as canonical JSON text,
-as chat APIs do for tool arguments.
+rule are objects in the JSON-lines files (a step's parameters: ``step`` is exactly
+``Step.to_json()``, so ``python -m engine.apply --step`` takes it as it is) and canonical JSON
+text in the Parquet copies (``JSON_TEXT``: Arrow needs one type per column), as chat APIs do for
+tool arguments; a workload's shape parameters are JSON text in both.
 """
 from __future__ import annotations
+
+import json
 
 
 def _t(kind, nullable=False):
     return {"type": [kind, "null"] if nullable else kind}
 
 
-def obj(props: dict, nullable: bool = False) -> dict:
+def obj(props: dict, nullable: bool = False, optional: tuple = ()) -> dict:
+    """An object with exactly these keys, all required but the ``optional`` ones (a missing
+    optional key is a null column in Parquet)."""
     return {"type": ["object", "null"] if nullable else "object", "properties": props,
-            "required": list(props), "additionalProperties": False}
+            "required": [k for k in props if k not in optional], "additionalProperties": False}
 
 
 def arr(items: dict) -> dict:
@@ -29,12 +35,17 @@ SPLIT = {"type": "string", "enum": ["train", "test"]}
 
 DECL = obj({"name": STR, "dtype": STR, "shape": arr(INT)})
 PROGRAM = obj({"name": STR, "inputs": arr(DECL), "outputs": arr(DECL), "leir": STR})
-ORIGIN = obj({"source": STR, "kind": {"type": "string", "enum": ["program", "workload", "kernelbench"]},
+# source: its name relative to the command-line argument it came from; sha256: of its file (null: a workload)
+ORIGIN = obj({"source": STR, "sha256": NSTR, "kind": {"type": "string", "enum": ["program", "workload", "kernelbench"]},
               "workload": NSTR, "shapes": NSTR, "dtype": NSTR, "points": INT,
               "shrunk": obj({"from_points": INT, "points": INT, "granularity": INT, "leir_sha256": STR},
                             nullable=True)})
-STEP = obj({"strategy": STR, "category": STR, "rule": STR, "site": arr(INT), "params": STR, "exactness": STR,
-            "key": STR, "also": arr(STR)})
+# an object of any keys: canonical JSON text in Parquet (``to_arrow``)
+JSON_TEXT = {"type": "object", "x-arrow": "json"}
+PROVENANCE = obj({"strategy": STR, "category": STR, "rule": STR, "site": arr(INT), "params": JSON_TEXT,
+                  "exactness": STR})
+# exactly Step.to_json() (engine/rewrite/steps.py): ``also`` only when other strategies give the same program
+STEP = obj({**PROVENANCE["properties"], "key": STR, "leir": STR, "also": arr(PROVENANCE)}, optional=("also",))
 COMPARISON = obj({"name": STR, "equal": BOOL, "max_abs_err": NNUM, "max_rel_err": NNUM, "mismatches": INT,
                   "nonfinite_match": BOOL, "dtype": STR, "mode": STR, "reduction_length": INT, "atol": NNUM,
                   "rtol": NNUM, "mse": NNUM})
@@ -47,14 +58,8 @@ TIMING = obj({"target": STR, "repeat": INT, "original_ms": NNUM, "original_sprea
 RULE_FILES = arr(obj({"file": STR, "sha256": STR}))      # the rule files that made a row (names, content hashes)
 DIFFICULTY = obj({"K": INT, "P": INT, "S": INT, "score": NUM, "bucket": BUCKET, "computed_bucket": BUCKET})
 
-# a step of a state's path: exactly Step.to_json() (params as a JSON object, "also" only when the step has
-# alternatives), replayable with engine.apply; kept as canonical JSON text in Parquet (``ARROW_JSON``)
-PATH_STEP = {"type": "object", "required": ["strategy", "category", "rule", "site", "params", "exactness", "key",
-                                            "leir"],
-             "properties": {"strategy": STR, "category": STR, "rule": STR, "site": arr(INT),
-                            "params": {"type": "object"}, "exactness": STR, "key": STR, "leir": STR,
-                            "also": arr({"type": "object"})},
-             "additionalProperties": False, "x-arrow": "json"}
+# a step of a state's path: exactly Step.to_json(), replayable with engine.apply; canonical JSON text in Parquet
+PATH_STEP = {**STEP, "x-arrow": "json"}
 STATE = obj({"depth": INT, "path": arr(PATH_STEP), "parent": NSTR})
 
 ROW = obj({"id": STR, "program": PROGRAM, "origin": ORIGIN, "step": STEP, "transformed": STR,
@@ -70,8 +75,7 @@ ROW = obj({"id": STR, "program": PROGRAM, "origin": ORIGIN, "step": STEP, "trans
 # "verify": it does not compute what the original computes; "cot": no trace fits it; "lower":
 # its TIR (or CUDA source) could not be made.
 FAILURE = obj({"id": STR, "program": STR, "source": STR,
-               "step": obj({"strategy": NSTR, "category": STR, "rule": STR, "site": arr(INT), "params": STR,
-                            "exactness": STR, "key": STR, "also": arr(STR)}),
+               "step": obj({**STEP["properties"], "strategy": NSTR, "leir": NSTR}, optional=("also",)),
                "transformed": NSTR,
                "stage": {"type": "string", "enum": ["enumerate", "invalid", "duplicate", "replay", "verify",
                                                             "cot", "lower"]},
@@ -81,9 +85,16 @@ SKIPPED = obj({"source": STR, "reason": STR, "message": STR})
 
 MESSAGE = obj({"role": {"type": "string", "enum": ["user", "assistant"]}, "content": STR})
 MESSAGES = {"type": "array", "items": MESSAGE, "minItems": 1}
-CHAT = obj({"id": STR, "messages": {**MESSAGES, "minItems": 2, "maxItems": 2}, "split": SPLIT})
+# what a chat row carries to filter by (assemble.row_facts); a multi-answer row has one entry per answer
+VERDICT = {"type": ["string", "null"], "enum": ["faster", "slower", "tie", None]}
+FACTS = {"strategy": STR, "bucket": BUCKET, "exactness": STR, "numerical_risk": BOOL, "speedup": NNUM,
+         "verdict": VERDICT}
+MULTI_FACTS = {**{k: arr(v) for k, v in FACTS.items()}, "numerical_risk": BOOL}
+CHAT = obj({"id": STR, "messages": {**MESSAGES, "minItems": 2, "maxItems": 2}, "split": SPLIT, **FACTS})
 TRL = obj({"id": STR, "prompt": {**MESSAGES, "maxItems": 1}, "completion": {**MESSAGES, "maxItems": 1},
-           "split": SPLIT})
+           "split": SPLIT, **FACTS})
+MULTI_CHAT = obj({**CHAT["properties"], **MULTI_FACTS})
+MULTI_TRL = obj({**TRL["properties"], **MULTI_FACTS})
 PREFERENCE = obj({"id": STR, "program": STR, "prompt": {**MESSAGES, "maxItems": 1},
                   "chosen": {**MESSAGES, "maxItems": 1}, "rejected": {**MESSAGES, "maxItems": 1},
                   "chosen_id": STR, "rejected_id": STR, "chosen_speedup": NUM, "rejected_speedup": NUM,
@@ -93,8 +104,17 @@ STATS = {"type": "object", "required": ["job", "sources", "candidates", "rows_pe
                                         "difficulty", "filter", "bucket_mix", "splits", "files", "throughput"]}
 
 FILES = {"rows.jsonl": ROW, "failures.jsonl": FAILURE, "skipped.jsonl": SKIPPED,
-         "single.jsonl": CHAT, "multi.jsonl": CHAT, "single_trl.jsonl": TRL, "multi_trl.jsonl": TRL,
+         "single.jsonl": CHAT, "multi.jsonl": MULTI_CHAT, "single_trl.jsonl": TRL, "multi_trl.jsonl": MULTI_TRL,
          "preferences.jsonl": PREFERENCE}
+SPLITS = ("train", "test")
+# the training files: written split by split, OUT/train/NAME and OUT/test/NAME, never both in one
+# file; rows.jsonl (the archive, not a training file) keeps both with their ``split``
+SPLIT_FILES = ("single.jsonl", "multi.jsonl", "single_trl.jsonl", "multi_trl.jsonl", "preferences.jsonl")
+
+
+def file_path(name: str, split: str) -> str:
+    """Where a split's rows of a file are, relative to the output folder."""
+    return f"{split}/{name}" if name in SPLIT_FILES else name
 # the dataset card's configs: name -> the JSON-lines file its Parquet copies are made from
 CONFIGS = {"single": "single.jsonl", "multi": "multi.jsonl", "single_trl": "single_trl.jsonl",
            "multi_trl": "multi_trl.jsonl", "rows": "rows.jsonl", "preferences": "preferences.jsonl"}
@@ -102,50 +122,43 @@ CONFIGS = {"single": "single.jsonl", "multi": "multi.jsonl", "single_trl": "sing
 
 def arrow_type(s: dict):
     """The Arrow type of a JSON Schema declaration (the subset used above); a declaration
-    marked ``"x-arrow": "json"`` is stored as its canonical JSON text (``arrow_record``)."""
+    marked ``"x-arrow": "json"`` is stored as its canonical JSON text (``to_arrow``)."""
     import pyarrow as pa
     if s.get("x-arrow") == "json":
         return pa.string()
     kinds = s["type"] if isinstance(s["type"], list) else [s["type"]]
     kind = next(k for k in kinds if k != "null")
     if kind == "object":
-        return pa.struct([pa.field(k, arrow_type(v), nullable=_nullable(v)) for k, v in s["properties"].items()])
+        return pa.struct([pa.field(k, arrow_type(v), nullable=_nullable(v) or k not in s["required"])
+                          for k, v in s["properties"].items()])
     if kind == "array":
         return pa.list_(arrow_type(s["items"]))
     return {"string": pa.string(), "integer": pa.int64(), "number": pa.float64(), "boolean": pa.bool_()}[kind]
-
-
-def arrow_record(rec, s: dict):
-    """``rec`` as its Parquet copy holds it: the values of declarations marked ``"x-arrow": "json"``
-    as canonical JSON text, everything else as it is."""
-    if rec is None:
-        return None
-    if s.get("x-arrow") == "json":
-        import json
-        return json.dumps(rec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    kinds = s.get("type") if isinstance(s.get("type"), list) else [s.get("type")]
-    if "object" in kinds and "properties" in s and isinstance(rec, dict):
-        return {k: arrow_record(v, s["properties"][k]) if k in s["properties"] else v for k, v in rec.items()}
-    if "array" in kinds and "items" in s and isinstance(rec, list):
-        return [arrow_record(v, s["items"]) for v in rec]
-    return rec
-
-
-def has_json_text(s: dict) -> bool:
-    """Whether a declaration holds a part stored as JSON text."""
-    if s.get("x-arrow") == "json":
-        return True
-    return any(has_json_text(v) for v in (s.get("properties") or {}).values()) or \
-        (isinstance(s.get("items"), dict) and has_json_text(s["items"]))
 
 
 def _nullable(s: dict) -> bool:
     return isinstance(s.get("type"), list) and "null" in s["type"]
 
 
+def to_arrow(s: dict, x):
+    """A record as its Parquet row: ``JSON_TEXT`` values as canonical JSON text, missing
+    optional keys as null (the JSON-lines record itself is left as it is)."""
+    if x is None:
+        return None
+    if s.get("x-arrow") == "json":
+        return json.dumps(x, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    kinds = s["type"] if isinstance(s["type"], list) else [s["type"]]
+    if "object" in kinds and "properties" in s:
+        return {k: to_arrow(v, x.get(k)) for k, v in s["properties"].items()}
+    if "array" in kinds:
+        return [to_arrow(s["items"], v) for v in x]
+    return x
+
+
 def arrow_schema(s: dict):
     import pyarrow as pa
-    return pa.schema([pa.field(k, arrow_type(v), nullable=_nullable(v)) for k, v in s["properties"].items()])
+    return pa.schema([pa.field(k, arrow_type(v), nullable=_nullable(v) or k not in s["required"])
+                      for k, v in s["properties"].items()])
 
 
 def validator(s: dict):

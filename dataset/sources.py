@@ -6,9 +6,15 @@ a folder of them (walked recursively, sorted by path), or workloads of the libra
 becomes one task spec carrying everything needed to run it elsewhere (the program record, or
 the workload's shapes and dtype, or the Python file's text). A file that cannot be read or a
 record that does not parse is a note, never the end of the job: the other sources go on.
+
+A source is named by its path relative to the command-line argument it came from, under that
+argument's last component (``programs.jsonl:3``, ``examples/softmax.leir``), with the sha256 of
+its file's bytes: no output says where the files were on the machine that read them, and the
+same files give the same names from any working folder.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -21,14 +27,46 @@ def _note(source: str, err: LeirError) -> dict:
     return {"source": source, "reason": "bad source", "message": err.format().splitlines()[0]}
 
 
-def program_specs(path: Path) -> tuple[list[dict], list[dict]]:
-    """(specs, notes) of one program file; a ``.jsonl`` file is read record by record."""
+def display_name(argument: str) -> str:
+    """The name a command-line source argument goes by in the outputs: its last component."""
+    p = Path(argument)
+    return p.name or p.resolve().name or "."
+
+
+def file_hash(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def job_sources(arguments: list[str]) -> list[dict]:
+    """The job record of its source arguments: display name and content hash (a folder's: of
+    its files' names and hashes, in the order the job reads them)."""
+    out = []
+    for a in arguments:
+        p = Path(a)
+        if p.is_dir():
+            files = _folder_files(p)
+            text = "".join(f"{f.relative_to(p).as_posix()}\0{file_hash(f)}\n" for f in files)
+            digest = hashlib.sha256(text.encode()).hexdigest()
+        else:
+            digest = file_hash(p)
+        out.append({"name": display_name(a), "sha256": digest})
+    return out
+
+
+def program_specs(path: Path, name: str | None = None) -> tuple[list[dict], list[dict]]:
+    """(specs, notes) of one program file, ``name`` its name in the outputs; a ``.jsonl`` file
+    is read record by record."""
     from engine.leir.files import parse_program, program_from_json, read_text
-    name = str(path)
+    name = name or path.name
     try:
         text = read_text(path)
     except LeirError as e:
+        e.file = name
         return [], [_note(name, e)]
+    digest = hashlib.sha256(text.encode()).hexdigest()
     specs, notes = [], []
     if path.suffix == ".jsonl":
         for no, line in enumerate(text.split("\n"), start=1):
@@ -44,57 +82,65 @@ def program_specs(path: Path) -> tuple[list[dict], list[dict]]:
             except LeirError as e:
                 notes.append(_note(src, e.located(name, text)))
                 continue
-            specs.append(_program_spec(src, prog))
+            specs.append(_program_spec(src, prog, digest))
         return specs, notes
     try:
         progs = parse_program(text, filename=name, many=True)
     except LeirError as e:
         return [], [_note(name, e)]
     for i, prog in enumerate(progs):
-        specs.append(_program_spec(name if len(progs) == 1 else f"{name}#{i}", prog))
+        specs.append(_program_spec(name if len(progs) == 1 else f"{name}#{i}", prog, digest))
     return specs, notes
 
 
-def _program_spec(source: str, prog) -> dict:
-    return {"source": source, "kind": "program", "type": prog.name, "program": prog.to_json()}
+def _program_spec(source: str, prog, digest: str) -> dict:
+    return {"source": source, "sha256": digest, "kind": "program", "type": prog.name, "program": prog.to_json()}
 
 
-def kernelbench_spec(path: Path, dtype: str | None) -> tuple[list[dict], list[dict]]:
+def kernelbench_spec(path: Path, dtype: str | None, name: str | None = None) -> tuple[list[dict], list[dict]]:
+    name = name or path.name
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        return [], [{"source": str(path), "reason": "bad source", "message": f"{path}: error: {e}"}]
-    spec = {"source": str(path), "kind": "kernelbench", "type": path.stem, "path": str(path), "text": text,
-            "dtype": dtype}
+        why = getattr(e, "strerror", None) or type(e).__name__
+        return [], [{"source": name, "reason": "bad source", "message": f"{name}: error: cannot read file: {why}"}]
+    spec = {"source": name, "sha256": hashlib.sha256(text.encode()).hexdigest(), "kind": "kernelbench",
+            "type": path.stem, "path": name, "text": text, "dtype": dtype}
     return [spec], []
 
 
-def file_specs(path: Path, dtype: str | None) -> tuple[list[dict], list[dict]]:
+def file_specs(path: Path, dtype: str | None, name: str | None = None) -> tuple[list[dict], list[dict]]:
+    name = name or path.name
     if path.suffix == ".py":
-        return kernelbench_spec(path, dtype)
+        return kernelbench_spec(path, dtype, name)
     if path.suffix in PROGRAM_SUFFIXES:
-        return program_specs(path)
-    return [], [{"source": str(path), "reason": "bad source",
-                 "message": f"{path}: error: not a program file (expected .leir, .json, .jsonl or .py)"}]
+        return program_specs(path, name)
+    return [], [{"source": name, "reason": "bad source",
+                 "message": f"{name}: error: not a program file (expected .leir, .json, .jsonl or .py)"}]
+
+
+def _folder_files(p: Path) -> list[Path]:
+    return sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in PROGRAM_SUFFIXES + (".py",)
+                  and not any(part.startswith(".") for part in f.relative_to(p).parts))
 
 
 def path_specs(source: str, dtype: str | None) -> tuple[list[dict], list[dict]]:
     p = Path(source)
+    root = display_name(source)
     if p.is_dir():
-        files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in PROGRAM_SUFFIXES + (".py",)
-                       and not any(part.startswith(".") for part in f.relative_to(p).parts))
+        files = _folder_files(p)
         if not files:
-            return [], [{"source": source, "reason": "bad source",
-                         "message": f"{source}: error: no program files (.leir, .json, .jsonl, .py) in this folder"}]
+            return [], [{"source": root, "reason": "bad source",
+                         "message": f"{root}: error: no program files (.leir, .json, .jsonl, .py) in this folder"}]
         specs, notes = [], []
         for f in files:
-            s, n = file_specs(f, dtype)
+            s, n = file_specs(f, dtype, f"{root}/{f.relative_to(p).as_posix()}")
             specs += s
             notes += n
         return specs, notes
     if not p.exists():
-        return [], [{"source": source, "reason": "bad source", "message": f"{source}: error: no such file or folder"}]
-    return file_specs(p, dtype)
+        return [], [{"source": root, "reason": "bad source", "message": f"{root}: error: no such file or folder"}]
+    return file_specs(p, dtype, root)
 
 
 def workload_specs(names: str, shapes: str, dtypes: str, variants: int, seed: int) -> list[dict]:

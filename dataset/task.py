@@ -293,9 +293,9 @@ class Runner:
 
     @staticmethod
     def _provenance(step) -> dict:
-        return {"strategy": step.strategy, "category": step.category, "rule": step.rule, "site": list(step.site),
-                "params": json.dumps(step.choice, sort_keys=True), "exactness": step.exactness, "key": step.key,
-                "also": [a.strategy for a in step.alternatives]}
+        """The step as rows record it: exactly ``Step.to_json()``, so ``engine.apply --step``
+        takes a row's ``step`` as it is."""
+        return step.to_json()
 
     def _duplicate(self, record, origin, step, first_rule: str) -> dict:
         return {"id": row_id(record, step.key), "program": record["name"], "source": origin["source"],
@@ -373,8 +373,8 @@ def resolve(spec: dict):
     given shapes and dtype, or a KernelBench-style file (its text travels in the spec, so a
     worker on another machine needs no shared file system)."""
     kind = spec["kind"]
-    origin = {"source": spec["source"], "kind": kind, "workload": None, "shapes": None, "dtype": None,
-              "points": None, "shrunk": None}
+    origin = {"source": spec["source"], "sha256": spec.get("sha256"), "kind": kind, "workload": None,
+              "shapes": None, "dtype": None, "points": None, "shrunk": None}
     if kind == "program":
         from engine.leir.files import program_from_json
         rec = spec["program"]
@@ -405,8 +405,9 @@ def resolve(spec: dict):
             try:
                 loaded = load(path, {}, spec.get("dtype"), spec.get("seed", 0))
                 tr = translate(loaded.model, loaded.inputs, loaded.name)
-            except LeirError as e:
+            except LeirError as e:     # named as the job names the file, never by the temporary copy
                 e.file = spec["path"] if e.file in (None, str(path)) else e.file
+                e.message = e.message.replace(str(path), spec["path"]).replace(d, ".")
                 raise
         origin.update(dtype=spec.get("dtype"))
         return tr.program, origin

@@ -53,7 +53,8 @@ def read_steps(path: str, many: bool) -> list[tuple[int, dict]]:
 
 
 def as_step(rec):
-    """The step of a record: a dataset row's ``step`` (its params are JSON text), else the record."""
+    """The step of a record: a dataset row's ``step`` (``Step.to_json()``; params read as JSON
+    text too, as a Parquet copy holds them), else the record."""
     if isinstance(rec, dict) and isinstance(rec.get("step"), dict) and "program" in rec:
         st = rec["step"]
         params = loads_json(st["params"]) if isinstance(st.get("params"), str) else st.get("params", {})

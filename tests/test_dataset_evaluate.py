@@ -38,7 +38,7 @@ def steps():
 
 
 def make_dataset(folder: Path, steps, single_names, menu_names) -> Path:
-    """rows.jsonl + single.jsonl (the generator's formats) and menu.jsonl (docs/dataset.md)."""
+    """rows.jsonl + train/ and test/ single.jsonl (the generator's formats) and menu.jsonl (docs/dataset.md)."""
     from dataset import prompts
     folder.mkdir(parents=True, exist_ok=True)
     base = tiny_program()
@@ -67,7 +67,10 @@ def make_dataset(folder: Path, steps, single_names, menu_names) -> Path:
                                    {"role": "user", "content": text}, {"role": "assistant", "content": "3"}],
                       "menu": menu, "answer": 3})
     (folder / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (folder / "single.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chats))
+    for split in ("train", "test"):
+        (folder / split).mkdir(exist_ok=True)
+        (folder / split / "single.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chats
+                                                           if r["split"] == split))
     if menus:
         (folder / "menu.jsonl").write_text("".join(json.dumps(r) + "\n" for r in menus))
     return folder

@@ -34,6 +34,7 @@ def test_known_info_is_the_papers_list():
 
 
 def test_single_prompt_is_the_papers_text_word_for_word():
+    """On a row verified exactly; its keys are the label's (the paper's labels said 'applied_strategy')."""
     text = prompts.single_prompt(PROGRAM)
     assert text == (
         "Give the following IR of Gemm_Swish: 'L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};];', where the known "
@@ -54,12 +55,26 @@ def test_multi_prompt_asks_for_at_least_k():
         "following keys: 'idx', 'transformed_IR', 'applied_strategies'.")
 
 
-def test_labels_are_valid_json_and_answers_split_back():
+def test_only_rows_verified_exactly_are_promised_bitwise_identical_outputs():
+    exact = {"step": {"exactness": "bitwise"}, "verification": {"tolerance": {"mode": "exact"}}}
+    assert prompts.verified_exactly(exact)
+    for step, mode in (("reassociates", "strict"), ("bitwise", "strict"), ("reassociates", "exact")):
+        assert not prompts.verified_exactly({"step": {"exactness": step}, "verification": {"tolerance": {"mode": mode}}})
+    for text in (prompts.single_prompt(PROGRAM, exact=False), prompts.multi_prompt(PROGRAM, 2, exact=False)):
+        assert "bitwise identical" not in text and "exactly the same" not in text
+        assert "numerically equivalent within the stated tolerance" in text and "rtol = 16*eps*sqrt(n)" in text
+        assert text.endswith("'transformed_IR', 'applied_strategies'.")
+    assert prompts.single_prompt(PROGRAM, exact=False).startswith(prompts.prefix(PROGRAM))
+
+
+def test_labels_are_valid_json_with_the_prompts_keys_and_answers_split_back():
     single = prompts.single_label("X;", "loop_split")
-    assert json.loads(single) == {"transformed_IR": "X;", "applied_strategy": "loop_split"}
+    assert json.loads(single) == {"transformed_IR": "X;", "applied_strategies": ["loop_split"]}
+    assert all(f"'{k}'" in prompts.single_prompt(PROGRAM) for k in json.loads(single))
     multi = prompts.multi_label([("X;", "loop_split"), ("Y'\"", "loop_tiling")])
-    assert json.loads(multi) == [{"idx": 0, "transformed_IR": "X;", "applied_strategy": "loop_split"},
-                                 {"idx": 1, "transformed_IR": "Y'\"", "applied_strategy": "loop_tiling"}]
+    assert json.loads(multi) == [{"idx": 0, "transformed_IR": "X;", "applied_strategies": ["loop_split"]},
+                                 {"idx": 1, "transformed_IR": "Y'\"", "applied_strategies": ["loop_tiling"]}]
+    assert all(f"'{k}'" in prompts.multi_prompt(PROGRAM, 2) for k in json.loads(multi)[0])
     answer = prompts.multi_answer(["first.", "second."], multi)
     assert answer == ("<think>These 2 transformed IRs can be individually analyzed as follows: 0. first.\n"
                       f"1. second.</think><answer>{multi}</answer>")
@@ -131,7 +146,8 @@ def test_test_split_holds_out_whole_types():
 
 def _timed(i, ms, spread=0.01):
     return {"id": f"r{i}", "program": PROGRAM, "transformed": f"T{i};", "cot": f"trace {i}.", "split": "train",
-            "step": {"strategy": "loop_split"},
+            "step": {"strategy": "loop_split", "exactness": "bitwise"}, "numerical_risk": False,
+            "difficulty": {"bucket": "medium"}, "verification": {"tolerance": {"mode": "exact"}},
             "timing": {"transformed_ms": ms, "transformed_spread_ms": spread, "speedup": 1.0 / ms}}
 
 

@@ -95,7 +95,10 @@ def outputs(out: Path) -> dict[str, bytes]:
 
 
 def lines(out: Path, name: str) -> list[dict]:
-    return [json.loads(l) for l in (out / name).read_text().splitlines()]
+    """A file's records; a training file's from its split files, train then test."""
+    from dataset.schema import SPLIT_FILES
+    paths = [out / s / name for s in ("train", "test")] if name in SPLIT_FILES else [out / name]
+    return [json.loads(l) for p in paths for l in p.read_text().splitlines()]
 
 
 def test_rows_are_verified_and_the_checker_agrees(reference):
@@ -136,7 +139,7 @@ def test_chat_files_and_stats(reference):
     for c in single:
         think, answer = c["messages"][1]["content"][7:].split("</think><answer>")
         label = json.loads(answer[:-len("</answer>")])
-        assert set(label) == {"transformed_IR", "applied_strategy"} and think.startswith("The strategy ")
+        assert set(label) == {"transformed_IR", "applied_strategies"} and think.startswith("The strategy ")
     multi = lines(reference, "multi.jsonl")
     assert multi
     for c in multi:
@@ -145,7 +148,8 @@ def test_chat_files_and_stats(reference):
     stats = json.loads((reference / "stats.json").read_text())
     assert stats["rows"] == len(lines(reference, "rows.jsonl"))
     assert stats["bucket_mix"]["paper"] == {"difficult": 87.32, "medium": 12.17, "easy": 0.51}
-    assert set(stats["filter"]) == {"single", "multi"} and stats["throughput"]["verified_rows_per_worker_minute"] > 0
+    assert set(stats["filter"]) == {"single", "multi", "one_per_strategy"} and stats["throughput"]["verified_rows_per_worker_minute"] > 0
+    assert stats["filter"]["one_per_strategy"] is False and stats["mix"] is None
     assert sorted(p.name for p in (reference / "plots").glob("*.png")) == \
         ["bucket_mix.png", "strategy_counts.png", "text_lengths.png"]
 
@@ -158,11 +162,12 @@ def test_every_config_loads_with_datasets(reference, tmp_path, monkeypatch):
     for config, splits in stats["files"]["parquet"].items():
         ds = datasets.load_dataset(str(reference), config, cache_dir=str(tmp_path / "hf"))
         assert {k: len(v) for k, v in ds.items()} == splits
-    for name in ("rows", "failures", "skipped", "single", "multi", "single_trl", "multi_trl"):
+    for name in ("rows", "failures", "skipped", "train/single", "test/single", "train/multi", "test/multi",
+                 "train/single_trl", "test/single_trl", "train/multi_trl", "test/multi_trl"):
         path = reference / f"{name}.jsonl"
         if path.stat().st_size:
             ds = datasets.load_dataset("json", data_files=str(path), cache_dir=str(tmp_path / "hf"))
-            assert len(ds["train"]) == len(lines(reference, f"{name}.jsonl"))
+            assert len(ds["train"]) == len(path.read_text().splitlines())
 
 
 def test_sigkill_at_random_moments_then_resume_gives_the_uninterrupted_output(sources, reference, tmp_path):
@@ -213,6 +218,118 @@ def test_a_tampered_dataset_fails_the_check(reference, tmp_path):
     whats = " | ".join(p["what"] for p in report["problems"])
     assert "chain-of-thought" in whats and "Engine.apply gives a different program" in whats
     assert "differ from rows.jsonl" in whats                # the Parquet copy no longer matches
+
+
+def test_no_output_file_names_a_path_of_the_machine(sources, reference):
+    """The sources were given by absolute path (pytest's temporary folder): no output file, the
+    journal, Parquet copies and card included, holds it, /tmp or the home folder; a source is named
+    relative to its argument, with the sha256 of its file."""
+    import hashlib
+    needles = [str(sources).encode(), b"/tmp/", str(Path.home()).rstrip("/").encode() + b"/"]
+    files = [p for p in sorted(reference.rglob("*")) if p.is_file()]
+    assert any(p.suffix == ".parquet" for p in files) and any(".journal" in p.parts for p in files)
+    for p in files:
+        data = p.read_bytes()
+        assert not [n for n in needles if n in data], p.relative_to(reference)
+    rows = lines(reference, "rows.jsonl")
+    for r in rows:
+        name = r["origin"]["source"].split(":")[0]
+        assert name.startswith(sources.name + "/"), name
+        assert r["origin"]["sha256"] == hashlib.sha256((sources.parent / name).read_bytes()).hexdigest()
+    job = json.loads((reference / "stats.json").read_text())["job"]
+    assert [s["name"] for s in job["sources"]] == [sources.name] and len(job["sources"][0]["sha256"]) == 64
+    assert {n["source"] for n in lines(reference, "skipped.jsonl")} == {f"{sources.name}/broken.leir",
+                                                                        f"{sources.name}/more.jsonl:2"}
+
+
+def test_chat_files_are_split_by_split_and_the_card_names_both(reference):
+    import yaml
+    from dataset.schema import SPLIT_FILES
+    rows = {r["id"]: r for r in lines(reference, "rows.jsonl")}
+    types = {}
+    for name in ("single.jsonl", "multi.jsonl", "single_trl.jsonl", "multi_trl.jsonl"):
+        assert name in SPLIT_FILES and not (reference / name).exists()
+        for split in ("train", "test"):
+            recs = [json.loads(l) for l in (reference / split / name).read_text().splitlines()]
+            assert all(r["split"] == split for r in recs), (split, name)
+            if name == "single.jsonl":
+                assert recs
+                types[split] = {rows[c["id"]]["program"]["name"] for c in recs}
+    assert types["train"].isdisjoint(types["test"])
+    text = (reference / "README.md").read_text()
+    front = yaml.safe_load(text.split("---\n")[1])
+    single = next(c for c in front["configs"] if c["config_name"] == "single")
+    assert single["data_files"] == [{"split": "train", "path": "data/single/train.parquet"},
+                                    {"split": "test", "path": "data/single/test.parquet"}]
+    assert "`train/single.jsonl`" in text and "`step.params` is JSON text" in text
+
+
+def test_chat_rows_carry_their_facts_and_promise_bitwise_outputs_only_when_verified_exactly(reference):
+    rows = {r["id"]: r for r in lines(reference, "rows.jsonl")}
+    seen = set()
+    for c in lines(reference, "single.jsonl") + lines(reference, "single_trl.jsonl"):
+        r = rows[c["id"]]
+        assert (c["strategy"], c["bucket"], c["exactness"], c["numerical_risk"], c["speedup"], c["verdict"]) == \
+            (r["step"]["strategy"], r["difficulty"]["bucket"], r["step"]["exactness"], r["numerical_risk"], None, None)
+        prompt = (c.get("messages") or c.get("prompt"))[0]["content"]
+        exact = r["step"]["exactness"] == "bitwise" and r["verification"]["tolerance"]["mode"] == "exact"
+        assert ("(bitwise identical)" in prompt) == exact
+        assert ("numerically equivalent within the stated tolerance" in prompt) == (not exact)
+        seen.add(exact)
+    assert seen == {True, False}
+    for c in lines(reference, "multi.jsonl"):
+        items = json.loads(c["messages"][1]["content"].split("<answer>")[1][:-len("</answer>")])
+        assert c["strategy"] == [it["applied_strategies"][0] for it in items]
+        assert len(c["bucket"]) == len(items) and c["numerical_risk"] == any(x != "bitwise" for x in c["exactness"])
+
+
+def test_a_rows_step_is_step_to_json_and_engine_apply_takes_it_as_it_is(reference, tmp_path, capsys):
+    from engine import Engine
+    from engine.apply import main as apply_main
+    from engine.leir.files import program_from_json
+    rows = lines(reference, "rows.jsonl")
+    r = next(r for r in rows if r["step"]["params"])
+    assert isinstance(r["step"]["params"], dict) and r["step"]["leir"] == r["transformed"]
+    steps = Engine(strategies="paper").enumerate(program_from_json(r["program"]))
+    assert next(s for s in steps if s.key == r["step"]["key"]).to_json() == r["step"]
+    (tmp_path / "step.json").write_text(json.dumps(r["step"]))
+    (tmp_path / "program.json").write_text(json.dumps(r["program"]))
+    capsys.readouterr()
+    assert apply_main([str(tmp_path / "program.json"), "--step", str(tmp_path / "step.json")]) == 0
+    assert capsys.readouterr().out.strip() == r["transformed"]
+
+
+def test_the_paper_mix_and_one_per_strategy_from_the_journal(sources, reference, tmp_path, capsys):
+    """Assembly options: the copied job's tasks are all in its journal, so only assembly runs."""
+    import shutil
+
+    from dataset.mix import MIXES, WITHIN
+    out = tmp_path / "mixed"
+    shutil.copytree(reference, out)
+    capsys.readouterr()
+    run_generate(sources, out, "--mix", "paper", "--one-per-strategy")
+    assert "mix paper:" in capsys.readouterr().err
+    assert (out / "rows.jsonl").read_bytes() == (reference / "rows.jsonl").read_bytes()     # the archive is whole
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["filter"]["one_per_strategy"] and stats["mix"]["name"] == "paper"
+    assert set(stats["mix"]["splits"]) == {"train", "test"}
+    for rep in stats["mix"]["splits"].values():
+        assert rep["target"] == MIXES["paper"]
+        far = [k for g in ("buckets", "kinds") for k, want in rep["target"][g].items()
+               if abs(rep["achieved"][g][k] - want) > WITHIN]
+        assert rep["within"] == (not far) and bool(rep["short"]) == bool(far)
+    rows = {r["id"]: r for r in lines(out, "rows.jsonl")}
+    single = lines(out, "single.jsonl")
+    assert single and len(single) < len(lines(reference, "single.jsonl"))
+    pairs = [(rows[c["id"]]["program"]["leir"], c["strategy"]) for c in single]
+    assert len(pairs) == len(set(pairs))                           # one variant per (program, strategy)
+    assert "## Mix" in (out / "README.md").read_text()
+    assert checker.check(out, sample=0, progress=False).problems == []
+    moved = (out / "test" / "single.jsonl").read_text().splitlines()[:1]      # a test row in the train file
+    with open(out / "train" / "single.jsonl", "a") as f:
+        f.write(moved[0] + "\n")
+    whats = " | ".join(w for _, w in checker.check(out, sample=0, progress=False).problems)
+    assert "row(s) of another split in the train file" in whats
 
 
 def test_user_errors_exit_2_with_a_message(sources, reference, tmp_path):

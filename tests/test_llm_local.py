@@ -206,8 +206,8 @@ def tiny_dataset(tmp_path_factory):
 
 
 def test_dataset_evaluate_end_to_end_and_again_from_its_journal(llama, tiny_dataset, tmp_path):
-    test_rows = [json.loads(x) for x in (tiny_dataset / "single.jsonl").read_text().splitlines()]
-    assert any(x["split"] == "test" for x in test_rows)
+    test_rows = [json.loads(x) for x in (tiny_dataset / "test" / "single.jsonl").read_text().splitlines()]
+    assert test_rows and all(x["split"] == "test" for x in test_rows)
     out = tmp_path / "eval"
     cmd = ("dataset.evaluate", str(tiny_dataset), "--endpoint", llama.url, "--model", llama.model, "--limit", "2",
            "--max-tokens", "256", "--llm-timeout", LLM_TIMEOUT, "--concurrency", "1", "-o", str(out), "--json")
