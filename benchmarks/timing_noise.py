@@ -11,10 +11,9 @@ a real candidate has); each trial starts a fresh worker process. A copy's true s
 
 * the fraction of A/A intervals that exclude 1 checks the interval's coverage (about
   1 - confidence when the rounds are independent),
-* ``f_needed`` = how far an interval misses 1 (max(lo - 1, 1/hi - 1, 0)) is the systematic
-  difference the intervals do not cover; the noise floor is its 95th percentile over all A/A
-  comparisons (rounded up to a percent), so that 95% of A/A comparisons come out ``tie`` even
-  before the confidence level's own allowance,
+* ``f_needed`` = how far an interval misses 1 (max(lo - 1, 1/hi - 1, 0)) is the difference
+  the intervals do not cover; the noise floor is the next whole percent above its largest value
+  over all A/A comparisons, so that every A/A comparison of the measurement comes out ``tie``,
 * the interval's half-width at 10, 20, 30, 40 rounds (prefixes of the same samples) is what
   the rounds buy, from which the default ``--rounds`` is chosen.
 
@@ -104,7 +103,7 @@ def main() -> int:
                         "half_width_p95_pct": round(100 * (math.exp(quantile(width, 0.95)) - 1), 2),
                         "abs_estimate_p95_pct": round(100 * (math.exp(quantile(est, 0.95)) - 1), 2)}
     full = by_rounds[max(by_rounds)]
-    floor = math.ceil(full["f_needed_p95"] * 100) / 100
+    floor = (math.floor(full["f_needed_max"] * 100) + 1) / 100
     out = {"machine": timing.machine_label("llvm"), "target": "llvm", "programs": [p.name for p in progs],
            "copies": args.copies, "trials": args.trials, "rounds": args.rounds, "min_ms": min_ms,
            "confidence": args.confidence, "runs_per_sample": sorted({r["runs_per_sample"] for _, _, r in records}),
@@ -124,7 +123,7 @@ def main() -> int:
         print(f"{n:>6} {b['interval_excludes_1']:>8} {b['f_needed_p50']:>7} {b['f_needed_p95']:>7} "
               f"{b['f_needed_max']:>7} {b['half_width_median_pct']:>10} {b['half_width_p95_pct']:>10} "
               f"{b['abs_estimate_p95_pct']:>11}")
-    print(f"noise floor (95th percentile of f_needed at {args.rounds} rounds, rounded up): {floor:g}")
+    print(f"noise floor (next whole percent above every f_needed at {args.rounds} rounds): {floor:g}")
     return 0
 
 

@@ -30,7 +30,7 @@ import platform
 from collections import Counter
 
 ROUNDS = 20             # default rounds (benchmarks/timing_noise.py: see docs/dataset.md, "Timing")
-NOISE_FLOOR = 0.03      # default f (same measurement)
+NOISE_FLOOR = 0.02      # default f (same measurement)
 CONFIDENCE = 0.95
 MIN_MS = 0.5            # about how long one mean of back-to-back runs lasts (runs calibrated to it)
 BEST_OF = 5             # a measurement is the fastest of this many such means
