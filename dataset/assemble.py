@@ -31,6 +31,7 @@ from .filtering import (
 )
 from .schema import CONFIGS, FILES, SPLIT_FILES, SPLITS, arrow_schema, file_path, to_arrow
 from .states import StateStats, by_state
+from .timing import TimingTally
 
 OUTPUT_FILES = ("rows.jsonl", "failures.jsonl", "skipped.jsonl", "stats.json", "README.md")
 CHAT_KINDS = {"single": ("single.jsonl", "single_trl.jsonl"), "multi": ("multi.jsonl", "multi_trl.jsonl")}
@@ -125,26 +126,23 @@ def _chat(rid: str, prompt: str, answer: str, split: str, facts: dict) -> tuple[
 
 
 def preference_pairs(rows: list[dict]) -> list[dict]:
-    """Faster/slower pairs of one program's measured rows: the fastest with the slowest, the
-    second fastest with the second slowest, ..., while the two medians differ by more than both
-    spreads (IQR) and by at least 5%."""
-    timed = [r for r in rows if r["timing"] and r["timing"].get("speedup")]
-    timed.sort(key=lambda r: (r["timing"]["transformed_ms"], r["id"]))
+    """Pairs of one program's timed rows whose verdicts differ significantly (``dataset.timing``):
+    a row measured faster than the program (chosen) with one measured slower or tied (rejected),
+    the fastest with the slowest, the second fastest with the second slowest, ...; each row in at
+    most one pair."""
+    timed = [r for r in rows if r["timing"]]
+    fast = sorted((r for r in timed if r["timing"]["verdict"] == "faster"), key=lambda r: (-r["timing"]["speedup"],
+                                                                                          r["id"]))
+    slow = sorted((r for r in timed if r["timing"]["verdict"] != "faster"), key=lambda r: (r["timing"]["speedup"],
+                                                                                          r["id"]))
     out = []
-    i, j = 0, len(timed) - 1
-    while i < j:
-        fast, slow = timed[i], timed[j]
-        tf, ts = fast["timing"], slow["timing"]
-        gap = ts["transformed_ms"] - tf["transformed_ms"]
-        if gap <= (tf["transformed_spread_ms"] or 0) + (ts["transformed_spread_ms"] or 0) or \
-                ts["transformed_ms"] < 1.05 * tf["transformed_ms"]:
-            break
-        a, b = chat_single(fast)[0], chat_single(slow)[0]
-        out.append({"id": hashlib.sha256(f"{fast['id']}>{slow['id']}".encode()).hexdigest()[:16],
-                    "program": fast["program"]["name"], "prompt": a["messages"][:1], "chosen": a["messages"][1:],
-                    "rejected": b["messages"][1:], "chosen_id": fast["id"], "rejected_id": slow["id"],
-                    "chosen_speedup": tf["speedup"], "rejected_speedup": ts["speedup"], "split": fast["split"]})
-        i, j = i + 1, j - 1
+    for f, s in zip(fast, slow):
+        a, b = chat_single(f)[0], chat_single(s)[0]
+        out.append({"id": hashlib.sha256(f"{f['id']}>{s['id']}".encode()).hexdigest()[:16],
+                    "program": f["program"]["name"], "prompt": a["messages"][:1], "chosen": a["messages"][1:],
+                    "rejected": b["messages"][1:], "chosen_id": f["id"], "rejected_id": s["id"],
+                    "chosen_speedup": f["timing"]["speedup"], "rejected_speedup": s["timing"]["speedup"],
+                    "split": f["split"]})
     return out
 
 
@@ -172,6 +170,7 @@ class Assembly:
         self.difficulty: dict[str, dict] = {}
         self.lengths: list[tuple[int, int, int, int]] = []
         self.speedups: list[float] = []
+        self.timings = TimingTally()
         self.final_buckets = Counter()
         self.mix_reports: dict[str, dict] = {}
         self.seconds = 0.0
@@ -226,8 +225,9 @@ class Assembly:
         self.difficulty.setdefault(s, r["difficulty"] | {"category": r["step"]["category"]})
         self.lengths.append((len(r["program"]["leir"]), len(r["tir"]["original"]), len(r["transformed"]),
                              len(r["tir"]["transformed"])))
-        if r["timing"] and r["timing"].get("speedup"):
+        if r["timing"]:
             self.speedups.append(r["timing"]["speedup"])
+            self.timings.add(r["timing"])
 
     def _single(self, r: dict) -> None:
         s, b = r["step"]["strategy"], r["difficulty"]["bucket"]
@@ -398,7 +398,11 @@ class Assembly:
             "splits": split_info | {"programs": {s: self.c["splits"][f"{s}_programs"] for s in SPLITS}},
             "files": {name: dict(sorted(self.files[name].count.items())) for name in FILES} | {"parquet": written},
             "throughput": tp,
-        }
+        } | ({"timing": self._timing_stats(rows)} if self.options.get("time") else {})
+
+    def _timing_stats(self, rows: int) -> dict:
+        return {**self.options["time"], "rows_timed": self.timings.rows, "rows_untimed": rows - self.timings.rows,
+                **self.timings.summary()}
 
     def _move_into_place(self, written: dict, plots: list[str]) -> None:
         out = self.out

@@ -22,7 +22,8 @@ DESCRIPTIONS = {
             "`noop_on_target` (with --target cuda), and the `state` the row's program is: `depth` (verified steps "
             "from the source), `path` (those steps, replayable with `engine.apply --steps`; each step is JSON text "
             "in the Parquet copy) and `parent` (the row that reached it)",
-    "preferences": "pairs of a faster (chosen) and a slower (rejected) verified rewrite of the same program",
+    "preferences": "pairs of verified rewrites of the same program whose timing verdicts differ significantly: "
+                   "one measured faster than the program (chosen), one measured slower or tied (rejected)",
 }
 
 
@@ -72,7 +73,7 @@ def dataset_card(stats: dict, written: dict) -> str:
               "- strategy mix (difficult / medium / easy %): dataset "
               + " / ".join(str(mix["dataset"][b]) for b in reversed(BUCKETS)) + ", paper "
               + " / ".join(str(mix["paper"][b]) for b in reversed(BUCKETS)),
-              "", "## Job", "", "```json", _json(job), "```", ""]
+              *_timing(stats.get("timing")), "", "## Job", "", "```json", _json(job), "```", ""]
     return "\n".join(lines)
 
 
@@ -95,6 +96,31 @@ def _mix_lines(stats: dict) -> list[str]:
                        f"{t['kinds']['multi']:g}); " + (f"within {r['within_points']:g} points" if r["within"]
                                                           else "short: " + "; ".join(r["short"])))
     return out + [""]
+
+
+def _timing(t: dict | None) -> list[str]:
+    """The card's timing section: how the speed labels were measured, and on which machine(s)."""
+    if not t:
+        return []
+    v = t["verdicts"]
+    lines = ["", "## Timings", "",
+             f"Each row's program was timed against its parent (the program the step was applied to) in "
+             f"{t['rounds']} interleaved rounds on one warm worker (parent, candidate, parent, ... under a "
+             f"machine-wide timing lock). `timing.speedup` is the median of the per-round ratios parent / candidate, "
+             f"`timing.ci` its distribution-free {t['confidence']:g} confidence interval (sign test), and "
+             f"`timing.verdict` is `tie` when the interval widened by the noise floor {t['noise_floor']:g} holds 1, "
+             f"else `faster` or `slower`; `timing.samples` keeps the paired times every figure is re-derived from "
+             f"(`python -m dataset.check`). Timings say how fast a program ran on the machine named below, not "
+             f"elsewhere; the measured times are the only part of a job that differs between two runs.", "",
+             f"- verdicts: {v['faster']} faster, {v['slower']} slower, {v['tie']} tie "
+             f"({t['rows_untimed']} rows could not be timed)"]
+    for m in t["machines"]:
+        gpu = f", GPU {m['machine']['gpu']}" if m["machine"].get("gpu") else ""
+        lines.append(f"- measured on: target {m['target']}, CPU {m['machine']['cpu']}{gpu}, "
+                     f"{m['machine']['cores']} cores ({m['rows']} rows)")
+    if len(t["machines"]) > 1:
+        lines.append("- WARNING: timings of several machines or targets; compare speedups only within one")
+    return lines
 
 
 def _counts(d: dict) -> str:

@@ -10,6 +10,9 @@
 * every chat row: the paper's prompt text, a valid JSON label naming a verified row, the trace,
   the filter's decision (easy rates, medium cap, at least two items, no duplicate answer sets),
   whole program types in one split;
+* every timing (``--time``): speedup, interval and verdict re-derived from the recorded paired
+  samples (``dataset.timing.verdict_of``), the job's rounds, floor and confidence, one machine
+  and target for the whole dataset; preference pairs only of a faster row and a slower or tied one;
 * a seeded sample of rows verified again on TVM (``--sample N``, default 20).
 
 Exit status 0 when everything agrees, 1 when anything does not (each problem is listed), 2 on
@@ -427,6 +430,17 @@ def check_splits(rows: list[dict], report: Report) -> None:
             report.add("rows.jsonl", f"row id {i} occurs {n} times")
 
 
+def check_timings(rows: list[dict], options: dict, report: Report) -> None:
+    """Every row's speedup, interval and verdict re-derived from its samples (dataset.timing),
+    the job's timing options, and one machine and target for all timings."""
+    from .timing import dataset_problems
+    problems, ok = dataset_problems(rows, options.get("time"))
+    for where, what in problems:
+        report.add(where, what)
+    if ok:
+        report.ok("timings re-derived", ok)
+
+
 def check_preferences(data: dict, rows: list[dict], report: Report) -> None:
     from .assemble import chat_single
     by_id = {r["id"]: r for r in rows}
@@ -436,8 +450,11 @@ def check_preferences(data: dict, rows: list[dict], report: Report) -> None:
         if a is None or b is None or a["program"] != b["program"]:
             report.add(where, "chosen and rejected are not verified rows of one program")
             continue
-        if not (a["timing"] and b["timing"] and a["timing"]["transformed_ms"] < b["timing"]["transformed_ms"]):
-            report.add(where, "the chosen rewrite is not the faster one")
+        ta, tb = a["timing"] or {}, b["timing"] or {}
+        if ta.get("verdict") != "faster" or tb.get("verdict") not in ("slower", "tie"):
+            report.add(where, "the chosen rewrite is not measured faster, or the rejected one not slower or tied")
+        elif (p["chosen_speedup"], p["rejected_speedup"]) != (ta["speedup"], tb["speedup"]):
+            report.add(where, "the speedups differ from the rows' timings")
         if p["prompt"] + p["chosen"] != chat_single(a)[0]["messages"] or p["rejected"] != \
                 chat_single(b)[0]["messages"][1:]:
             report.add(where, "prompt or answers differ from the rows rendered in the paper's format")
@@ -450,6 +467,16 @@ def check_stats(data: dict, rows: list[dict], report: Report) -> None:
     per = Counter(r["step"]["strategy"] for r in rows)
     if stats.get("rows") != len(rows) or stats.get("rows_per_strategy") != dict(sorted(per.items())):
         report.add("stats.json", "row counts differ from rows.jsonl")
+    if (options := stats.get("job", {})).get("time"):
+        from .timing import TimingTally
+        tally = TimingTally()
+        for r in rows:
+            if r.get("timing"):
+                tally.add(r["timing"])
+        want = {**options["time"], "rows_timed": tally.rows, "rows_untimed": len(rows) - tally.rows,
+                **tally.summary()}
+        if stats.get("timing") != want:
+            report.add("stats.json", "the timing section differs from the rows' timings")
     fails = data.get("failures.jsonl", [])
     if stats.get("failures") != len(fails):
         report.add("stats.json", "failure count differs from failures.jsonl")
@@ -523,6 +550,7 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None) -> Rep
     check_splits(rows, report)
     check_chat(data, rows, options, report)
     check_mix(data, options, report)
+    check_timings(rows, options, report)
     check_preferences(data, rows, report)
     check_stats(data, rows, report)
     reverify(rows, sample, int(options.get("seed") or 0), report)

@@ -18,7 +18,10 @@ from pathlib import Path
 from engine.leir.diagnostics import LeirError
 from engine.rewrite.sources import add_rules_options
 
+from .timing import CONFIDENCE, NOISE_FLOOR, ROUNDS, min_rounds
+
 DEFAULT_MAX_POINTS = 1 << 24
+
 USAGE_EPILOG = """examples:
   python -m dataset.generate examples -o out/examples --per-program 6
   python -m dataset.generate examples/corpus/programs.jsonl -o out/corpus --per-program 40 --shrink --max-points 4194304 --workers 2
@@ -63,7 +66,14 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--keep-noop", action="store_true",
                    help="with --target cuda, keep the rows whose CUDA kernel the step leaves unchanged "
                         "(noop_on_target: true; dropped by default)")
-    g.add_argument("--time", action="store_true", help="measure each row's speedup; write preferences.jsonl")
+    g.add_argument("--time", action="store_true",
+                   help="time each row's program against its parent in interleaved rounds: speedup, confidence "
+                        "interval, verdict faster/slower/tie (dataset.timing); write preferences.jsonl")
+    g.add_argument("--rounds", type=int, help=f"with --time: interleaved rounds per candidate (default {ROUNDS})")
+    g.add_argument("--noise-floor", type=float,
+                   help=f"with --time: relative difference an A/A comparison shows on this machine, below which a "
+                        f"speedup is a tie (default {NOISE_FLOOR}, measured by benchmarks/timing_noise.py)")
+    g.add_argument("--confidence", type=float, help=f"with --time: confidence of the interval (default {CONFIDENCE})")
     g.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS,
                    help=f"skip programs with more iteration points than this, with a note (default "
                         f"{DEFAULT_MAX_POINTS}; 0: no limit)")
@@ -117,6 +127,27 @@ def _strategy_names(args) -> list[str]:
     return resolve_strategies(load_rulebook(args.rules), items)[0]
 
 
+def timing_options(args):
+    """False without --time, else the measurement's result options (rounds, floor, confidence)."""
+    given = [n for n, v in (("--rounds", args.rounds), ("--noise-floor", args.noise_floor),
+                            ("--confidence", args.confidence)) if v is not None]
+    if not args.time:
+        if given:
+            raise LeirError(f"{given[0]} sets how --time measures: use it with --time")
+        return False
+    t = {"rounds": ROUNDS if args.rounds is None else args.rounds,
+         "noise_floor": NOISE_FLOOR if args.noise_floor is None else args.noise_floor,
+         "confidence": CONFIDENCE if args.confidence is None else args.confidence}
+    if not 0.5 <= t["confidence"] < 1:
+        raise LeirError(f"--confidence must be in [0.5, 1), got {t['confidence']}")
+    if not 0 <= t["noise_floor"] < 1:
+        raise LeirError(f"--noise-floor must be in [0, 1), got {t['noise_floor']}")
+    if t["rounds"] < min_rounds(t["confidence"]):
+        raise LeirError(f"--rounds {t['rounds']} cannot give a {t['confidence']:g} confidence interval: at least "
+                        f"{min_rounds(t['confidence'])} rounds")
+    return t
+
+
 def options_of(args) -> dict:
     """The job's options. ``rules``: the rule files (names and hashes: a result option, recorded
     in every row); ``rule_bundle``: their texts, for the workers (engine.rewrite.sources)."""
@@ -127,7 +158,7 @@ def options_of(args) -> dict:
         raise LeirError(msg, line, getattr(book.problems[0], "col", None), file=f)
     return {"seed": args.seed, "per_program": args.per_program, "strategies": _strategies(args.strategies, book),
             "rules": book.manifest(), "rule_bundle": args.rules.bundle(),
-            "target": args.target, "verify_target": args.verify_on, "time": bool(args.time),
+            "target": args.target, "verify_target": args.verify_on, "time": timing_options(args),
             "depth": args.depth, "walks": args.walks, "keep_noop": bool(args.keep_noop),
             "max_points": args.max_points or None, "shrink": args.shrink_points if args.shrink else None, "timeout": args.timeout,
             "trials": 3}
@@ -156,6 +187,7 @@ def main(argv=None) -> int:
         raise LeirError("--address joins a Ray cluster: use it with --backend ray")
     if args.timeout <= 0:
         raise LeirError("--timeout must be positive")
+    timing_options(args)            # its errors before any work
     return run(args)
 
 

@@ -266,7 +266,6 @@ class Runner:
         target = opts.get("target") or "llvm"
         tir0 = st.tir if st.tir is not None else self._tir(program, target)
         cuda0 = (st.cuda if st.cuda is not None else self._cuda(program)) if target == "cuda" else None
-        timing0 = self.verifier.measure(program) if opts.get("time") else None
         seen: dict[str, str] = {}
         pairs = []
         for step in sample:
@@ -274,14 +273,26 @@ class Runner:
                 out["failures"].append(self._duplicate(record, origin, step, seen[step.leir]))
                 continue
             seen[step.leir] = step.rule
-            row, failure = self._candidate(program, record, origin, step, tir0, cuda0, timing0)
+            row, failure = self._candidate(program, record, origin, step, tir0, cuda0)
             if row is not None:
                 row["state"] = st.record()
                 out["rows"].append(row)
                 pairs.append((row, step))
             else:
                 out["failures"].append(failure)
+        if opts.get("time") and pairs:
+            self._time(program, [r for r, _ in pairs], [s.program for _, s in pairs])
         return pairs
+
+    def _time(self, program, rows: list, programs: list) -> None:
+        """Each row's timing record: its program against the parent, interleaved (dataset.timing);
+        a row whose timing failed keeps ``timing`` null."""
+        from .timing import compare_many
+        t = self.options["time"]
+        records = compare_many(self.verifier, program, programs, rounds=t["rounds"], confidence=t["confidence"],
+                               noise_floor=t["noise_floor"])
+        for row, rec in zip(rows, records):
+            row["timing"] = rec
 
     def _tir(self, program, target: str) -> str:
         from lowering.tir import lower_to_tvmscript
@@ -303,7 +314,7 @@ class Runner:
                 "message": f"the same program as an earlier step of this program (rule {first_rule}): the engine "
                            "listed one result twice instead of as one step with alternatives"}
 
-    def _candidate(self, program, record, origin, step, tir0, cuda0, timing0):
+    def _candidate(self, program, record, origin, step, tir0, cuda0):
         from lowering import LoweringError
         eng, opts = self.engine, self.options
         prov = self._provenance(step)
@@ -341,24 +352,13 @@ class Runner:
         except LoweringError as e:
             return None, {**fail, "stage": "lower", "verdict": verification_record(verdict, outputs),
                           "message": e.message}
-        timing = None
-        if timing0 is not None:
-            m = self.verifier.measure(transformed)
-            timing = timing_record(timing0, m)
         row = {"id": rid, "program": record, "origin": origin, "step": prov, "transformed": step.leir,
                "difficulty": difficulty(meta), "cot": trace, "numerical_risk": step.exactness != "bitwise",
                "verification": verification_record(verdict, outputs),
-               "timing": timing, "tir": {"target": target, "original": tir0, "transformed": tir1},
+               "timing": None, "tir": {"target": target, "original": tir0, "transformed": tir1},
                "cuda": cuda, "noop_on_target": noop_on_target(target, cuda0, cuda and cuda["transformed"]),
                "seed": int(opts.get("seed") or 0), "split": None, "rules": eng.rule_manifest}
         return row, None
-
-
-def timing_record(m0, m1) -> dict:
-    ok = m0.ok and m1.ok and m1.median_ms
-    return {"target": m0.target, "repeat": m0.repeat, "original_ms": m0.median_ms, "original_spread_ms": m0.spread_ms,
-            "transformed_ms": m1.median_ms if m1.ok else None, "transformed_spread_ms": m1.spread_ms if m1.ok else None,
-            "speedup": round(m0.median_ms / m1.median_ms, 6) if ok else None}
 
 
 def _message(e: LeirError) -> str:

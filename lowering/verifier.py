@@ -10,6 +10,7 @@ measurements never overlap, whatever the number of workers or Verifiers.
     v = Verifier(target="llvm", trials=3, tolerance="strict", timeout=60)
     verdict = v.verify(original, candidate)          # .equal, .reason, .to_json()
     m = v.measure(candidate)                          # .median_ms, .spread_ms, .to_json()
+    t = v.measure_schedule([a, b], [[0, 1, 0]] * 20)  # interleaved rounds (dataset.timing)
 """
 from __future__ import annotations
 
@@ -232,7 +233,12 @@ def _measure_now(program: dict, opts: dict) -> dict:
     return m.to_json()
 
 
-HANDLERS = {"verify": _verify_now, "against": _against_now, "measure": _measure_now}
+def _schedule_now(programs: list, schedule: list, opts: dict) -> dict:
+    from .paired import measure_schedule_now
+    return measure_schedule_now(programs, schedule, opts)
+
+
+HANDLERS = {"verify": _verify_now, "against": _against_now, "measure": _measure_now, "schedule": _schedule_now}
 
 
 class Verifier:
@@ -311,6 +317,20 @@ class Verifier:
         reason, msg = out
         return Measurement(False, reason, msg, self.target, warmup=self.warmup, number=self.number,
                            repeat=self.repeat)
+
+    def measure_schedule(self, programs: list, schedule: list[list[int]], min_ms: float = 0.5,
+                         best_of: int = 5) -> dict:
+        """Interleaved timings (``lowering.paired``): ``programs`` (one interface) built and warmed
+        in one worker, then measured in the order of ``schedule`` (per round, indices into
+        ``programs``) under one hold of the timing lock. {"ok", "reason", "message", "failed",
+        "number", "times": ms per round per entry, "seconds"}."""
+        opts = self._opts(None) | {"min_ms": float(min_ms), "best_of": int(best_of)}
+        out = self._run("schedule", ([p.to_json() for p in programs], schedule, opts))
+        if isinstance(out, dict):
+            return out
+        reason, msg = out
+        return {"ok": False, "reason": reason, "message": msg, "failed": None, "number": None, "times": [],
+                "seconds": 0.0}
 
     def close(self) -> None:
         """Stop the worker processes."""

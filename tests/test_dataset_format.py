@@ -144,21 +144,27 @@ def test_test_split_holds_out_whole_types():
     assert held_out_types(["only"], 0, 0.5) == set() and len(held_out_types(["a", "b"], 0, 0.1)) == 1
 
 
-def _timed(i, ms, spread=0.01):
+def _timed(i, speedup, verdict):
     return {"id": f"r{i}", "program": PROGRAM, "transformed": f"T{i};", "cot": f"trace {i}.", "split": "train",
             "step": {"strategy": "loop_split", "exactness": "bitwise"}, "numerical_risk": False,
             "difficulty": {"bucket": "medium"}, "verification": {"tolerance": {"mode": "exact"}},
-            "timing": {"transformed_ms": ms, "transformed_spread_ms": spread, "speedup": 1.0 / ms}}
+            "timing": {"speedup": speedup, "verdict": verdict}}
 
 
-def test_preference_pairs_pair_clearly_faster_with_slower():
-    rows = [_timed(0, 1.0), _timed(1, 2.0), _timed(2, 1.5), _timed(3, 1.52)]
+def test_preference_pairs_pair_only_significantly_different_verdicts():
+    rows = [_timed(0, 1.9, "faster"), _timed(1, 0.5, "slower"), _timed(2, 1.3, "faster"), _timed(3, 1.02, "tie"),
+            _timed(4, 1.6, "faster"), _timed(5, 1.1, "tie")]
     pairs = preference_pairs(rows)
-    assert [(p["chosen_id"], p["rejected_id"]) for p in pairs] == [("r0", "r1")]     # 1.5 vs 1.52 is noise
+    # fastest with slowest, second with second: each row once; the third faster row has no partner left
+    assert [(p["chosen_id"], p["rejected_id"]) for p in pairs] == [("r0", "r1"), ("r4", "r3"), ("r2", "r5")]
     p = pairs[0]
     assert p["prompt"][0]["content"] == prompts.single_prompt(PROGRAM)
     assert json.loads(prompts.split_answer(p["chosen"][0]["content"])[1])["transformed_IR"] == "T0;"
-    assert preference_pairs([_timed(0, 1.0, 0.6), _timed(1, 2.0, 0.6)]) == []                 # spreads overlap
+    assert (p["chosen_speedup"], p["rejected_speedup"]) == (1.9, 0.5)
+    # ties and slowdowns among themselves, or a faster row without a partner: no pair
+    assert preference_pairs([_timed(0, 1.04, "tie"), _timed(1, 0.6, "slower")]) == []
+    assert preference_pairs([_timed(0, 1.5, "faster"), _timed(1, 1.4, "faster")]) == []
+    assert preference_pairs([_timed(0, 1.5, "faster"), {**_timed(1, 0, ""), "timing": None}]) == []
 
 
 def test_per_program_sample_is_seeded_and_spread_over_strategies():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -17,8 +18,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from engine.leir.diagnostics import LeirError
+
 from dataset import check as checker
-from dataset import generate
+from dataset import generate, timing
 
 PROGRAMS = {
     "softmax.leir": """program softmax
@@ -347,18 +350,46 @@ def test_user_errors_exit_2_with_a_message(sources, reference, tmp_path):
     assert p.returncode == 2 and "no generated dataset" in p.stderr
 
 
-def test_time_measures_speedups_and_pairs_preferences(sources, tmp_path):
+def test_time_labels_rows_with_interleaved_timings_that_check_rederives(sources, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "matmul.leir").write_text(PROGRAMS["matmul.leir"])
     out = tmp_path / "out"
-    assert generate.main([str(src), "-o", str(out), "--per-program", "4", "--time", "--seed", "1"]) == 0
+    assert generate.main([str(src), "-o", str(out), "--per-program", "4", "--time", "--seed", "1", "--rounds", "6",
+                          "--noise-floor", "0.05"]) == 0
     rows = lines(out, "rows.jsonl")
-    assert rows and all(r["timing"]["original_ms"] > 0 and r["timing"]["speedup"] > 0 for r in rows)
+    machine = timing.machine_label("llvm")
+    assert rows and all(r["timing"]["machine"] == machine and r["timing"]["target"] == "llvm" and
+                        r["timing"]["rounds"] == 6 and len(r["timing"]["samples"]["candidate"]) == 6 and
+                        r["timing"]["noise_floor"] == 0.05 and r["timing"]["confidence"] == 0.95 and
+                        r["timing"]["verdict"] == timing.verdict_of(r["timing"]) for r in rows)
+    by_id = {r["id"]: r for r in rows}
     for p in lines(out, "preferences.jsonl"):
-        assert p["chosen_speedup"] > p["rejected_speedup"]
+        assert by_id[p["chosen_id"]]["timing"]["verdict"] == "faster"
+        assert by_id[p["rejected_id"]]["timing"]["verdict"] in ("slower", "tie")
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["timing"]["machines"] == [{"target": "llvm", "machine": machine, "rows": len(rows)}]
+    assert sum(stats["timing"]["verdicts"].values()) == len(rows)
+    assert f"CPU {machine['cpu']}" in (out / "README.md").read_text()
     assert (out / "plots" / "speedups.png").exists()
     assert checker.check(out, sample=0, progress=False).problems == []
+    # a tampered verdict, or a row timed on another machine, is found and located
+    t = rows[1]["timing"]
+    rows[1]["timing"] = {**t, "verdict": next(v for v in timing.VERDICTS if v != t["verdict"])}
+    rows[2]["timing"] = {**rows[2]["timing"], "machine": {**machine, "cpu": "another CPU"}}
+    (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    problems = checker.check(out, sample=0, progress=False).problems
+    where = f"rows.jsonl:2 ({rows[1]['id']}, {rows[1]['step']['strategy']})"
+    assert (where, f"timing verdict is {rows[1]['timing']['verdict']}, its samples give {t['verdict']}") in problems
+    assert any(w == "rows.jsonl" and "timings of 2 machines or targets" in m for w, m in problems)
+
+
+def test_timing_options_need_time_and_enough_rounds(tmp_path):
+    for extra, message in ((["--rounds", "10"], "--rounds sets how --time measures: use it with --time"),
+                           (["--time", "--rounds", "5"], "--rounds 5 cannot give a 0.95 confidence interval"),
+                           (["--time", "--confidence", "1"], "--confidence must be in [0.5, 1)")):
+        with pytest.raises(LeirError, match=re.escape(message)):       # run_cli: "error: ...", exit 2
+            generate.main([str(tmp_path), "-o", str(tmp_path / "o"), *extra])
 
 
 def test_ray_backend_gives_the_local_output(sources, reference, tmp_path):
