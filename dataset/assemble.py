@@ -28,11 +28,11 @@ from .filtering import (
     keep_single,
     multi_subsets,
 )
-from .schema import CONFIGS, FILES, arrow_schema
+from .schema import CONFIGS, FILES, SPLIT_FOLDERS, arrow_schema
 
 SPLITS = ("train", "test")
 OUTPUT_FILES = ("rows.jsonl", "failures.jsonl", "skipped.jsonl", "single.jsonl", "multi.jsonl", "single_trl.jsonl",
-                "multi_trl.jsonl", "preferences.jsonl", "stats.json", "README.md")
+                "multi_trl.jsonl", "stats.json", "README.md")
 
 
 def held_out_types(types: list[str], seed: int, fraction: float) -> set[str]:
@@ -87,28 +87,12 @@ def _chat(rid: str, prompt: str, answer: str, split: str) -> tuple[dict, dict]:
             {"id": rid, "prompt": msgs[:1], "completion": msgs[1:], "split": split})
 
 
-def preference_pairs(rows: list[dict]) -> list[dict]:
-    """Faster/slower pairs of one program's measured rows: the fastest with the slowest, the
-    second fastest with the second slowest, ..., while the two medians differ by more than both
-    spreads (IQR) and by at least 5%."""
-    timed = [r for r in rows if r["timing"] and r["timing"].get("speedup")]
-    timed.sort(key=lambda r: (r["timing"]["transformed_ms"], r["id"]))
-    out = []
-    i, j = 0, len(timed) - 1
-    while i < j:
-        fast, slow = timed[i], timed[j]
-        tf, ts = fast["timing"], slow["timing"]
-        gap = ts["transformed_ms"] - tf["transformed_ms"]
-        if gap <= (tf["transformed_spread_ms"] or 0) + (ts["transformed_spread_ms"] or 0) or \
-                ts["transformed_ms"] < 1.05 * tf["transformed_ms"]:
-            break
-        a, b = chat_single(fast)[0], chat_single(slow)[0]
-        out.append({"id": hashlib.sha256(f"{fast['id']}>{slow['id']}".encode()).hexdigest()[:16],
-                    "program": fast["program"]["name"], "prompt": a["messages"][:1], "chosen": a["messages"][1:],
-                    "rejected": b["messages"][1:], "chosen_id": fast["id"], "rejected_id": slow["id"],
-                    "chosen_speedup": tf["speedup"], "rejected_speedup": ts["speedup"], "split": fast["split"]})
-        i, j = i + 1, j - 1
-    return out
+def state_groups(rows: list[dict]) -> list[list[dict]]:
+    """The rows of a task grouped by the state they start from (its program), in first-row order."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(json.dumps(r["program"], sort_keys=True), []).append(r)
+    return list(groups.values())
 
 
 class Assembly:
@@ -159,8 +143,21 @@ class Assembly:
         self._failures(res)
         self._multi(rows)
         if self.options.get("time"):
-            for p in preference_pairs(rows):
+            self._preferences(rows, res.get("menu") or [], split)
+
+    def _preferences(self, rows: list[dict], menus: list[dict], split: str) -> None:
+        """Preference pairs of the single form (rows of one state, by their verdicts) and the menu
+        rows with their pairs (``dataset.menu``)."""
+        from .menu import menu_row_pairs, single_row_pairs
+        for group in state_groups(rows):
+            for p in single_row_pairs(group, chat_single):
                 self.files["preferences.jsonl"].write(p)
+        for m in menus:
+            m["split"] = split
+            self.files["menu.jsonl"].write(m)
+            self.c["menu_strategies"][m["strategy"]] += 1
+            for p in menu_row_pairs(m):
+                self.files["preferences_menu.jsonl"].write(p)
 
     def _row(self, r: dict) -> None:
         s, b = r["step"]["strategy"], r["difficulty"]["bucket"]
@@ -313,6 +310,8 @@ class Assembly:
             "splits": split_info | {"programs": {s: self.c["splits"][f"{s}_programs"] for s in SPLITS}},
             "files": {name: dict(sorted(self.files[name].count.items())) for name in FILES} | {"parquet": written},
             "throughput": tp,
+            "menu": {"rows": sum(self.c["menu_strategies"].values()),
+                     "answers_per_strategy": dict(sorted(self.c["menu_strategies"].items()))},
         }
 
     def _move_into_place(self, written: dict, plots: list[str]) -> None:
@@ -320,11 +319,10 @@ class Assembly:
         keep = set()
         for name in OUTPUT_FILES:
             src = self.stage / name
-            if name == "preferences.jsonl" and not self.options.get("time"):
-                (out / name).unlink(missing_ok=True)
-                continue
             os.replace(src, out / name)
             keep.add(name)
+        for name in SPLIT_FOLDERS:               # one file per split, never one that mixes them
+            _split_into_folders(self.stage / name, out, name, write=bool(self.options.get("time")))
         data = out / "data"
         for config, splits in written.items():
             (data / config).mkdir(parents=True, exist_ok=True)
@@ -341,3 +339,22 @@ class Assembly:
             if p.name not in plots:
                 p.unlink()
         shutil.rmtree(self.stage, ignore_errors=True)
+
+
+def _split_into_folders(staged: Path, out: Path, name: str, write: bool) -> None:
+    """``OUT/train/NAME`` and ``OUT/test/NAME`` from a staged file of both splits (a split without
+    rows has no file; ``write`` False: the job makes no such file, earlier copies are removed)."""
+    lines: dict[str, list[str]] = {s: [] for s in SPLITS}
+    if write and staged.exists():
+        for line in staged.read_text().splitlines():
+            lines[json.loads(line)["split"]].append(line + "\n")
+    for split, got in lines.items():
+        path = out / split / name
+        if got:
+            path.parent.mkdir(exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text("".join(got))
+            os.replace(tmp, path)
+        else:
+            path.unlink(missing_ok=True)
+    (out / name).unlink(missing_ok=True)       # a flat file an earlier version wrote

@@ -15,7 +15,22 @@ DESCRIPTIONS = {
     "multi_trl": "the multi-answer rows as conversational `prompt` / `completion` pairs (TRL)",
     "rows": "the archival record of every verified rewrite, unfiltered: program, step provenance, transformed "
             "LEIR, difficulty, chain-of-thought, verification, timing, TIR (and CUDA) text",
-    "preferences": "pairs of a faster (chosen) and a slower (rejected) verified rewrite of the same program",
+    "preferences": "DPO pairs in TRL's conversational `prompt` / `chosen` / `rejected` form, single-answer form: "
+                   "the paper's single prompt for a state, the row measured faster (chosen) and one measured slower "
+                   "or tied (rejected)",
+    "menu": "the search's own question (`python -m search --policy llm`'s request for the state, byte for byte, as "
+            "`messages` with its system prompt) answered with the number of the entry measured fastest among those "
+            "measured faster, after a `<think>` reason: the rule's description, what the step changes here, what "
+            "it can improve, the measured speedup and its interval; `menu` lists every entry shown with its step, "
+            "timing and verdict",
+    "preferences_menu": "DPO pairs of the menu form: the menu prompt, the answer (chosen) and an entry measured "
+                        "slower or tied (rejected), each as its reason and number",
+}
+TRAINING = {
+    "single": "SFT", "multi": "SFT", "single_trl": "SFT (loss on the completion)",
+    "multi_trl": "SFT (loss on the completion)", "menu": "SFT (the task `--policy llm` asks)",
+    "rows": "not for training: the archive the others are made from",
+    "preferences": "DPO, after SFT", "preferences_menu": "DPO, after SFT on `menu`",
 }
 
 
@@ -40,10 +55,13 @@ def dataset_card(stats: dict, written: dict) -> str:
              "", "## Configs", ""]
     for name, splits in written.items():
         counts = ", ".join(f"{s}: {n}" for s, n in splits.items())
-        lines.append(f"- `{name}` ({counts}): {DESCRIPTIONS[name]}")
+        lines.append(f"- `{name}` ({counts}): {DESCRIPTIONS[name]}. Train with: {TRAINING[name]}.")
     lines += ["", "Whole program types are held out for `test`; the same rows are also in the JSON-lines files at "
               "the top of this folder (`single.jsonl`, `multi.jsonl`, `single_trl.jsonl`, `multi_trl.jsonl`, "
-              "`rows.jsonl`), each row with its `split`.", "", "## Figures", "",
+              "`rows.jsonl`), each row with its `split`; `menu.jsonl`, `preferences.jsonl` and "
+              "`preferences_menu.jsonl` are in `train/` and `test/`, one file per split. In Parquet a menu entry's "
+              "step parameters are JSON text. How to train on each config: docs/training.md of leir-engine "
+              "(SFT with TRL on `menu`, then DPO on `preferences_menu`).", "", "## Figures", "",
               f"- programs: {stats['sources']['programs']} of {stats['sources']['tasks']} sources "
               f"(left out: {_counts(stats['sources']['skipped'])})",
               f"- candidates verified: {stats['candidates']['sampled']} of {stats['candidates']['neighbours']} "

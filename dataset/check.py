@@ -211,8 +211,10 @@ class RowChecker:
         if not v["equal"] or v["tolerance"]["mode"] != mode or len(v["trials"]) != 3 or \
                 not all(t["equal"] for t in v["trials"]):
             rep.add(where, f"verification is not 3 equal trials at tolerance {mode}")
+        if row.get("benefit") != list(block.benefit):
+            rep.add(where, f"benefit {row.get('benefit')} is not the block's @benefit {list(block.benefit)}")
         problems = check_trace(row["cot"], block, original, replayed,
-                               {"rule": step["rule"], "site": step["site"], "params": params})
+                               {"rule": step["rule"], "site": step["site"], "params": params}, row.get("timing"))
         for p in problems:
             rep.add(where, f"chain-of-thought: {p}")
         if not problems:
@@ -356,24 +358,6 @@ def check_splits(rows: list[dict], report: Report) -> None:
             report.add("rows.jsonl", f"row id {i} occurs {n} times")
 
 
-def check_preferences(data: dict, rows: list[dict], report: Report) -> None:
-    from .assemble import chat_single
-    by_id = {r["id"]: r for r in rows}
-    for no, p in enumerate(data.get("preferences.jsonl", []), 1):
-        a, b = by_id.get(p["chosen_id"]), by_id.get(p["rejected_id"])
-        where = f"preferences.jsonl:{no}"
-        if a is None or b is None or a["program"] != b["program"]:
-            report.add(where, "chosen and rejected are not verified rows of one program")
-            continue
-        if not (a["timing"] and b["timing"] and a["timing"]["transformed_ms"] < b["timing"]["transformed_ms"]):
-            report.add(where, "the chosen rewrite is not the faster one")
-        if p["prompt"] + p["chosen"] != chat_single(a)[0]["messages"] or p["rejected"] != \
-                chat_single(b)[0]["messages"][1:]:
-            report.add(where, "prompt or answers differ from the rows rendered in the paper's format")
-        else:
-            report.ok("preference pairs")
-
-
 def check_stats(data: dict, rows: list[dict], report: Report) -> None:
     stats = data.get("stats.json") or {}
     per = Counter(r["step"]["strategy"] for r in rows)
@@ -423,7 +407,15 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None) -> Rep
     report = Report()
     if not (out / "rows.jsonl").exists():
         raise LeirError(f"{out} holds no generated dataset (no rows.jsonl)")
-    data = {name: _lines(out / name, report) for name in FILES}
+    from .schema import SPLIT_FOLDERS
+    data = {name: _lines(out / name, report) for name in FILES if name not in SPLIT_FOLDERS}
+    for name in SPLIT_FOLDERS:           # OUT/train/NAME then OUT/test/NAME, each row in its folder's split
+        data[name] = []
+        for split in ("train", "test"):
+            got = _lines(out / split / name, report)
+            if any(r.get("split") != split for r in got):
+                report.add(f"{split}/{name}", f"holds rows of another split than {split}")
+            data[name] += got
     try:
         data["stats.json"] = json.loads((out / "stats.json").read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -450,7 +442,8 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None) -> Rep
         bar.close()
     check_splits(rows, report)
     check_chat(data, rows, options, report)
-    check_preferences(data, rows, report)
+    from .check_menu import check_menu
+    check_menu(data, rows, options, rules, report)
     check_stats(data, rows, report)
     reverify(rows, sample, int(options.get("seed") or 0), report)
     return report

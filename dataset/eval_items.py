@@ -2,9 +2,9 @@
 
 ``single`` items: the chat rows of ``single.jsonl`` (``{id, messages, split}``) joined by id with
 their archival rows in ``rows.jsonl`` (the original program, the step's strategy, category and
-difficulty bucket). ``menu`` items: the rows of ``menu.jsonl`` (schema in docs/dataset.md and
+difficulty bucket). ``menu`` items: the rows of ``train/menu.jsonl`` and ``test/menu.jsonl`` (schema in docs/dataset.md and
 ``MENU_ROW`` below): the prompt messages, the menu (shown number -> step key, strategy, measured
-speedup, verdict) and the answer number. The evaluation sends a row's messages up to its last
+speedup, timing verdict) and the answer number. The evaluation sends a row's messages up to its last
 user message; the assistant message is the label, never shown to the model.
 """
 from __future__ import annotations
@@ -82,11 +82,17 @@ def single_items(folder: Path, split: str, system_prompt: str) -> list[dict]:
 
 
 def menu_items(folder: Path, split: str, system_prompt: str) -> list[dict]:
-    path = folder / "menu.jsonl"
-    if not path.exists():
-        return []
+    """The menu rows of ``train/menu.jsonl`` and ``test/menu.jsonl`` (one file per split)."""
     from .schema import validator
     v = validator(MENU_ROW)
+    items = []
+    for path in [folder / s / "menu.jsonl" for s in ("train", "test")]:
+        if path.exists():
+            items += _menu_items(path, split, system_prompt, v)
+    return items
+
+
+def _menu_items(path: Path, split: str, system_prompt: str, v) -> list[dict]:
     items = []
     for no, rec in _jsonl(path):
         err = next(iter(v.iter_errors(rec)), None)
@@ -112,8 +118,8 @@ def load_items(dataset: str, split: str, system_prompt: str) -> list[dict]:
         raise LeirError(f"unknown split '{split}' (expected one of {', '.join(SPLITS)})")
     if not folder.is_dir():
         raise LeirError("no such dataset folder (give the -o folder of python -m dataset.generate)", file=dataset)
-    if not (folder / "single.jsonl").exists() and not (folder / "menu.jsonl").exists():
-        raise LeirError("not a generated dataset: no single.jsonl or menu.jsonl here", file=dataset)
+    if not (folder / "single.jsonl").exists() and not any((folder / s / "menu.jsonl").exists() for s in ("train", "test")):
+        raise LeirError("not a generated dataset: no single.jsonl, train/menu.jsonl or test/menu.jsonl here", file=dataset)
     items = single_items(folder, split, system_prompt) + menu_items(folder, split, system_prompt)
     ids = [(i["kind"], i["id"]) for i in items]
     if len(set(ids)) != len(ids):

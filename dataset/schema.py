@@ -48,7 +48,7 @@ RULE_FILES = arr(obj({"file": STR, "sha256": STR}))      # the rule files that m
 DIFFICULTY = obj({"K": INT, "P": INT, "S": INT, "score": NUM, "bucket": BUCKET, "computed_bucket": BUCKET})
 
 ROW = obj({"id": STR, "program": PROGRAM, "origin": ORIGIN, "step": STEP, "transformed": STR,
-           "difficulty": DIFFICULTY, "cot": STR, "numerical_risk": BOOL, "verification": VERIFICATION,
+           "difficulty": DIFFICULTY, "cot": STR, "benefit": arr(STR), "numerical_risk": BOOL, "verification": VERIFICATION,
            "timing": TIMING, "tir": obj({"target": STR, "original": STR, "transformed": STR}),
            "cuda": obj({"original": STR, "transformed": STR}, nullable=True), "seed": INT, "split": SPLIT,
            "rules": RULE_FILES})
@@ -74,20 +74,43 @@ MESSAGES = {"type": "array", "items": MESSAGE, "minItems": 1}
 CHAT = obj({"id": STR, "messages": {**MESSAGES, "minItems": 2, "maxItems": 2}, "split": SPLIT})
 TRL = obj({"id": STR, "prompt": {**MESSAGES, "maxItems": 1}, "completion": {**MESSAGES, "maxItems": 1},
            "split": SPLIT})
-PREFERENCE = obj({"id": STR, "program": STR, "prompt": {**MESSAGES, "maxItems": 1},
+# a timing record of dataset.timing: a candidate against its parent, interleaved rounds
+MEASURED = obj({"target": STR, "machine": obj({"cpu": STR, "gpu": NSTR, "cores": INT}), "method": STR,
+                "rounds": INT, "parent_ms": NUM, "candidate_ms": NUM, "speedup": NUM, "ci": arr(NUM),
+                "confidence": NUM, "noise_floor": NUM, "verdict": {"type": "string", "enum": ["faster", "slower", "tie"]},
+                "samples": obj({"parent": arr(NUM), "candidate": arr(NUM)})}, nullable=True)
+VERDICT = {"type": ["string", "null"], "enum": ["faster", "slower", "tie", None]}
+# a preference pair (TRL's conversational prompt/chosen/rejected): the menu form (prompt: the search's
+# question, answers: an entry's reason and number) or the single-answer form (prompt: the paper's
+# single prompt, answers: two verified rows of one state)
+PREFERENCE = obj({"id": STR, "form": {"type": "string", "enum": ["menu", "single"]}, "program": STR,
+                  "prompt": {"type": "array", "minItems": 1, "maxItems": 2,
+                             "items": obj({"role": {"type": "string", "enum": ["system", "user"]}, "content": STR})},
                   "chosen": {**MESSAGES, "maxItems": 1}, "rejected": {**MESSAGES, "maxItems": 1},
-                  "chosen_id": STR, "rejected_id": STR, "chosen_speedup": NUM, "rejected_speedup": NUM,
-                  "split": SPLIT})
+                  "chosen_key": STR, "rejected_key": STR, "chosen_speedup": NUM, "rejected_speedup": NUM,
+                  "chosen_verdict": {"type": "string", "enum": ["faster"]},
+                  "rejected_verdict": {"type": "string", "enum": ["slower", "tie"]}, "split": SPLIT})
+MENU_STEP = obj({"strategy": STR, "rule": STR, "site": arr(INT), "params": STR, "exactness": STR, "key": STR})
+MENU_ENTRY = obj({"number": INT, "key": STR, "strategy": STR, "step": MENU_STEP, "verified": BOOL,
+                  "speedup": NNUM, "verdict": VERDICT, "timing": MEASURED, "reason": NSTR})
+MENU = obj({"id": STR, "program": PROGRAM, "depth": INT,
+            "messages": {"type": "array", "minItems": 3, "maxItems": 3,
+                         "items": obj({"role": {"type": "string", "enum": ["system", "user", "assistant"]},
+                                       "content": STR})},
+            "menu": {**arr(MENU_ENTRY), "minItems": 1}, "answer": INT, "strategy": STR, "split": SPLIT})
 
 STATS = {"type": "object", "required": ["job", "sources", "candidates", "rows_per_strategy", "failures_per_rule",
                                         "difficulty", "filter", "bucket_mix", "splits", "files", "throughput"]}
 
 FILES = {"rows.jsonl": ROW, "failures.jsonl": FAILURE, "skipped.jsonl": SKIPPED,
          "single.jsonl": CHAT, "multi.jsonl": CHAT, "single_trl.jsonl": TRL, "multi_trl.jsonl": TRL,
-         "preferences.jsonl": PREFERENCE}
+         "preferences.jsonl": PREFERENCE, "preferences_menu.jsonl": PREFERENCE, "menu.jsonl": MENU}
 # the dataset card's configs: name -> the JSON-lines file its Parquet copies are made from
 CONFIGS = {"single": "single.jsonl", "multi": "multi.jsonl", "single_trl": "single_trl.jsonl",
-           "multi_trl": "multi_trl.jsonl", "rows": "rows.jsonl", "preferences": "preferences.jsonl"}
+           "multi_trl": "multi_trl.jsonl", "rows": "rows.jsonl", "preferences": "preferences.jsonl",
+           "menu": "menu.jsonl", "preferences_menu": "preferences_menu.jsonl"}
+# files written in split folders (OUT/train/NAME, OUT/test/NAME), never one file holding both splits
+SPLIT_FOLDERS = ("menu.jsonl", "preferences.jsonl", "preferences_menu.jsonl")
 
 
 def arrow_type(s: dict):

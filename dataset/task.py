@@ -24,6 +24,7 @@ from collections import defaultdict
 from engine.leir.diagnostics import LeirError
 
 from . import cot
+from .benefit import measured_sentence
 from .difficulty import difficulty
 from .shrink import (
     WIDE_GRANULARITIES,
@@ -34,7 +35,7 @@ from .shrink import (
 
 # options that change a task's result (the job fingerprint); everything else is how to run it
 RESULT_OPTIONS = ("seed", "per_program", "strategies", "target", "verify_target", "time", "max_points", "shrink",
-                  "timeout", "trials", "rules")
+                  "timeout", "trials", "rules", "menu")
 
 
 def row_id(program: dict, step_key: str) -> str:
@@ -166,7 +167,7 @@ class Runner:
     def run(self, spec: dict) -> dict:
         t0 = time.perf_counter()
         out = {"index": spec["index"], "source": spec["source"], "status": "ok", "note": None, "program": None,
-               "origin": None, "key": None, "rows": [], "failures": [], "invalid": [],
+               "origin": None, "key": None, "rows": [], "failures": [], "invalid": [], "menu": [],
                "counts": {"neighbours": 0, "sampled": 0, "verified": 0, "failed": 0}}
         try:
             self._run(spec, out)
@@ -238,6 +239,17 @@ class Runner:
             else:
                 out["failures"].append(failure)
         out["counts"]["verified"], out["counts"]["failed"] = len(out["rows"]), len(out["failures"])
+        if opts.get("menu"):
+            self._menu(program, out)
+
+    def _menu(self, program, out: dict) -> None:
+        """The menu row of the source state (``dataset.menu``), when an entry is measured faster."""
+        from .menu import menu_state
+        verified = {r["step"]["key"]: True for r in out["rows"]}
+        verified.update({f["step"]["key"]: False for f in out["failures"] if f["stage"] == "verify"})
+        row = menu_state(self, program, verified=verified)
+        if row is not None:
+            out["menu"].append(row)
 
     def _tir(self, program, target: str) -> str:
         from lowering.tir import lower_to_tvmscript
@@ -301,8 +313,9 @@ class Runner:
         if timing0 is not None:
             m = self.verifier.measure(transformed)
             timing = timing_record(timing0, m)
+        trace += measured_sentence(timing)      # "" unless the record has a verdict (dataset.timing)
         row = {"id": rid, "program": record, "origin": origin, "step": prov, "transformed": step.leir,
-               "difficulty": difficulty(meta), "cot": trace, "numerical_risk": step.exactness != "bitwise",
+               "difficulty": difficulty(meta), "cot": trace, "benefit": list(block.benefit), "numerical_risk": step.exactness != "bitwise",
                "verification": verification_record(verdict, outputs),
                "timing": timing, "tir": {"target": target, "original": tir0, "transformed": tir1},
                "cuda": cuda, "seed": int(opts.get("seed") or 0), "split": None, "rules": eng.rule_manifest}
