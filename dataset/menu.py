@@ -179,7 +179,8 @@ def menu_state(runner, program, parent_program=None, depth: int = 0, history=(),
         return None
     record = program.to_json()
     messages = q.messages("number") + [{"role": "assistant", "content": answer_content(entries[answer - 1])}]
-    return {"id": pair_id(json.dumps(record, sort_keys=True), "menu"), "program": record, "depth": depth,
+    rid = pair_id(json.dumps(record, sort_keys=True), "menu", json.dumps(list(history), sort_keys=True))
+    return {"id": rid, "program": record, "depth": depth,
             "messages": messages, "menu": entries, "answer": answer, "strategy": entries[answer - 1]["strategy"],
             "split": None}
 

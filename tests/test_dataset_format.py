@@ -6,7 +6,8 @@ import json
 from collections import Counter
 
 from dataset import prompts
-from dataset.assemble import held_out_types, preference_pairs
+from dataset.assemble import chat_single, held_out_types
+from dataset.menu import single_row_pairs
 from dataset.difficulty import bucket_of, difficulty, mix, score
 from dataset.filtering import (
     EXPANSION,
@@ -129,20 +130,22 @@ def test_test_split_holds_out_whole_types():
     assert held_out_types(["only"], 0, 0.5) == set() and len(held_out_types(["a", "b"], 0, 0.1)) == 1
 
 
-def _timed(i, ms, spread=0.01):
+def _timed(i, speedup, verdict):
     return {"id": f"r{i}", "program": PROGRAM, "transformed": f"T{i};", "cot": f"trace {i}.", "split": "train",
-            "step": {"strategy": "loop_split"},
-            "timing": {"transformed_ms": ms, "transformed_spread_ms": spread, "speedup": 1.0 / ms}}
+            "step": {"strategy": "loop_split", "key": f"k{i}"}, "timing": {"speedup": speedup, "verdict": verdict}}
 
 
-def test_preference_pairs_pair_clearly_faster_with_slower():
-    rows = [_timed(0, 1.0), _timed(1, 2.0), _timed(2, 1.5), _timed(3, 1.52)]
-    pairs = preference_pairs(rows)
-    assert [(p["chosen_id"], p["rejected_id"]) for p in pairs] == [("r0", "r1")]     # 1.5 vs 1.52 is noise
+def test_preference_pairs_pair_rows_measured_faster_with_rows_measured_slower_or_tied():
+    rows = [_timed(0, 2.0, "faster"), _timed(1, 0.5, "slower"), _timed(2, 1.5, "tie"), _timed(3, 1.52, "tie")]
+    pairs = single_row_pairs(rows, chat_single)
+    assert [(p["chosen_key"], p["rejected_key"]) for p in pairs] == [("k0", "k1")]     # one faster row, one pair
     p = pairs[0]
+    assert (p["form"], p["chosen_verdict"], p["rejected_verdict"]) == ("single", "faster", "slower")
     assert p["prompt"][0]["content"] == prompts.single_prompt(PROGRAM)
     assert json.loads(prompts.split_answer(p["chosen"][0]["content"])[1])["transformed_IR"] == "T0;"
-    assert preference_pairs([_timed(0, 1.0, 0.6), _timed(1, 2.0, 0.6)]) == []                 # spreads overlap
+    assert json.loads(prompts.split_answer(p["rejected"][0]["content"])[1])["transformed_IR"] == "T1;"
+    # a higher point estimate is no significant difference: ties are never chosen
+    assert single_row_pairs([_timed(0, 1.5, "tie"), _timed(1, 0.9, "tie")], chat_single) == []
 
 
 def test_per_program_sample_is_seeded_and_spread_over_strategies():

@@ -238,8 +238,12 @@ def test_time_measures_speedups_and_pairs_preferences(sources, tmp_path):
     assert generate.main([str(src), "-o", str(out), "--per-program", "4", "--time", "--seed", "1"]) == 0
     rows = lines(out, "rows.jsonl")
     assert rows and all(r["timing"]["original_ms"] > 0 and r["timing"]["speedup"] > 0 for r in rows)
-    for p in lines(out, "preferences.jsonl"):
-        assert p["chosen_speedup"] > p["rejected_speedup"]
+    assert not (out / "preferences.jsonl").exists()          # pairs are in split folders only
+    for split in ("train", "test"):
+        if (out / split / "preferences.jsonl").exists():
+            for p in lines(out, f"{split}/preferences.jsonl"):
+                assert p["split"] == split and (p["chosen_verdict"], p["rejected_verdict"]) in \
+                    {("faster", "slower"), ("faster", "tie")} and p["chosen_speedup"] > p["rejected_speedup"]
     assert (out / "plots" / "speedups.png").exists()
     assert checker.check(out, sample=0, progress=False).problems == []
 

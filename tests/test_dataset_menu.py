@@ -170,13 +170,26 @@ def test_a_timed_menu_job_writes_menu_rows_in_split_folders_that_check(tmp_path)
         assert chosen["verdict"] == "faster" and m["messages"][-1]["content"].endswith(f"</think>{m['answer']}")
         assert all(e["speedup"] <= chosen["speedup"] for e in m["menu"] if e["verdict"] == "faster")
     rows = [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()]
-    assert rows and all(r["benefit"] == list(r["benefit"]) and " This can improve" in r["cot"] or
-                        r["benefit"] == ["none"] for r in rows)
+    assert rows and all(r["benefit"] and (" This can improve" in r["cot"]) == (r["benefit"] != ["none"])
+                        for r in rows)
     report = check(out, sample=0, progress=False)
     assert not report.problems, report.problems[:5]
-    # a tampered answer is caught
+    # a tampered benefit sentence of a row is caught
+    first = next(i for i, r in enumerate(rows) if " This can improve" in r["cot"])
+    saved = (out / "rows.jsonl").read_text()
+    bad_rows = [dict(r) for r in rows]
+    head, _, tail = bad_rows[first]["cot"].partition(" This can improve ")
+    bad_rows[first]["cot"] = head + " This can improve reuse: " + tail.partition(": ")[2]
+    (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bad_rows))
+    assert any("chain-of-thought" in what for _, what in check(out, sample=0, progress=False).problems)
+    (out / "rows.jsonl").write_text(saved)
     if menus:
-        bad = dict(menus[0])
+        # a prompt that is not the search's, an answer that is not the fastest: caught
+        bad = json.loads(json.dumps(menus[0]))
+        bad["messages"][1]["content"] += " "
+        (out / "train" / "menu.jsonl").write_text(json.dumps(bad) + "\n")
+        assert any("not the search's request" in what for _, what in check(out, sample=0, progress=False).problems)
+        bad = json.loads(json.dumps(menus[0]))
         bad["answer"] = next((e["number"] for e in bad["menu"] if e["number"] != bad["answer"]), bad["answer"])
         (out / "train" / "menu.jsonl").write_text(json.dumps(bad) + "\n")
-        assert check(out, sample=0, progress=False).problems
+        assert any("the answer is not" in what for _, what in check(out, sample=0, progress=False).problems)
