@@ -9,6 +9,9 @@
 * every chat row: the paper's prompt text, a valid JSON label naming a verified row, the trace,
   the filter's decision (easy rates, medium cap, at least two items, no duplicate answer sets),
   whole program types in one split;
+* every menu row (``dataset.check_menu``): its prompt asked again with the search's own function,
+  each entry's verdict re-derived from its timing samples and its reason checked like a trace, the
+  answer re-chosen; both preference files rebuilt from the rows and compared;
 * a seeded sample of rows verified again on TVM (``--sample N``, default 20).
 
 Exit status 0 when everything agrees, 1 when anything does not (each problem is listed), 2 on
