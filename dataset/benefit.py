@@ -25,8 +25,8 @@ PHRASES = {"parallelism": "parallelism", "vector_width": "the vector width", "me
 NONE_SENTENCE = " By itself this step improves nothing: it enables other strategies or undoes one."
 OPENING = " This can improve {phrase}: "
 
-_LOOPS = "{loop_from} become {loop_to}"
-_CHANGE = "{removed} become {added}"
+_LOOPS = "the loops change from {loop_from} to {loop_to}"
+_CHANGE = "the statements change from {removed} to {added}"
 _SWAP = "the statements {first} and {second} exchange places."      # a move: nothing removed or added
 # benefit -> instance templates, tried in order (the last one has no slot: the benefit's definition)
 TEMPLATES_TEXT = {
@@ -79,7 +79,7 @@ TEMPLATES_TEXT = {
         _CHANGE + ".",
     ],
     "launch_count": [
-        "the loop nests {removed} become {added}.",
+        "the loop nests change from {removed} to {added}.",
     ],
     "loop_overhead": [
         "the loop {param.loop} becomes {loop_kind}.",
