@@ -125,25 +125,6 @@ def _chat(rid: str, prompt: str, answer: str, split: str, facts: dict) -> tuple[
             {"id": rid, "prompt": msgs[:1], "completion": msgs[1:], "split": split, **facts})
 
 
-def preference_pairs(rows: list[dict]) -> list[dict]:
-    """Pairs of one program's timed rows whose verdicts differ significantly (``dataset.timing``):
-    a row measured faster than the program (chosen) with one measured slower or tied (rejected),
-    the fastest with the slowest, the second fastest with the second slowest, ...; each row in at
-    most one pair."""
-    timed = [r for r in rows if r["timing"]]
-    fast = sorted((r for r in timed if r["timing"]["verdict"] == "faster"), key=lambda r: (-r["timing"]["speedup"],
-                                                                                          r["id"]))
-    slow = sorted((r for r in timed if r["timing"]["verdict"] != "faster"), key=lambda r: (r["timing"]["speedup"],
-                                                                                          r["id"]))
-    out = []
-    for f, s in zip(fast, slow):
-        a, b = chat_single(f)[0], chat_single(s)[0]
-        out.append({"id": hashlib.sha256(f"{f['id']}>{s['id']}".encode()).hexdigest()[:16],
-                    "program": f["program"]["name"], "prompt": a["messages"][:1], "chosen": a["messages"][1:],
-                    "rejected": b["messages"][1:], "chosen_id": f["id"], "rejected_id": s["id"],
-                    "chosen_speedup": f["timing"]["speedup"], "rejected_speedup": s["timing"]["speedup"],
-                    "split": f["split"]})
-    return out
 
 
 class Assembly:
@@ -203,9 +184,21 @@ class Assembly:
         self._failures(res)
         self.add_rows(rows)
         if self.options.get("time"):
-            for group in by_state(rows):       # a prompt is one state's program
-                for p in preference_pairs(group):
-                    self.files["preferences.jsonl"].write(p)
+            self._preferences(rows, res.get("menu") or [], split)
+
+    def _preferences(self, rows: list[dict], menus: list[dict], split: str) -> None:
+        """Preference pairs of the single form (rows of one state, by their verdicts) and the menu
+        rows with their pairs (``dataset.menu``)."""
+        from .menu import menu_row_pairs, single_row_pairs
+        for group in by_state(rows):       # a prompt is one state's program
+            for p in single_row_pairs(group, chat_single):
+                self.files["preferences.jsonl"].write(p)
+        for m in menus:
+            m["split"] = split
+            self.files["menu.jsonl"].write(m)
+            self.c["menu_strategies"][m["strategy"]] += 1
+            for p in menu_row_pairs(m):
+                self.files["preferences_menu.jsonl"].write(p)
 
     def add_rows(self, rows: list[dict]) -> None:
         """The chat rows of one program's verified rows (each with its ``split``): the paper's
@@ -398,11 +391,21 @@ class Assembly:
             "splits": split_info | {"programs": {s: self.c["splits"][f"{s}_programs"] for s in SPLITS}},
             "files": {name: dict(sorted(self.files[name].count.items())) for name in FILES} | {"parquet": written},
             "throughput": tp,
+            "menu": {"rows": sum(self.c["menu_strategies"].values()),
+                     "answers_per_strategy": dict(sorted(self.c["menu_strategies"].items()))},
         } | ({"timing": self._timing_stats(rows)} if self.options.get("time") else {})
 
     def _timing_stats(self, rows: int) -> dict:
         return {**self.options["time"], "rows_timed": self.timings.rows, "rows_untimed": rows - self.timings.rows,
                 **self.timings.summary()}
+
+    def _writes(self, name: str) -> bool:
+        """Whether this job makes a split file (pairs need --time, menu rows --menu)."""
+        if name in ("menu.jsonl", "preferences_menu.jsonl"):
+            return bool(self.options.get("menu"))
+        if name == "preferences.jsonl":
+            return bool(self.options.get("time"))
+        return True
 
     def _move_into_place(self, written: dict, plots: list[str]) -> None:
         out = self.out
@@ -411,7 +414,7 @@ class Assembly:
         for name in SPLIT_FILES:
             for s in SPLITS:
                 (out / s).mkdir(exist_ok=True)
-                if name == "preferences.jsonl" and not self.options.get("time"):
+                if not self._writes(name):
                     (out / s / name).unlink(missing_ok=True)
                     continue
                 os.replace(self.stage / s / name, out / s / name)

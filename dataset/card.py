@@ -22,8 +22,22 @@ DESCRIPTIONS = {
             "`noop_on_target` (with --target cuda), and the `state` the row's program is: `depth` (verified steps "
             "from the source), `path` (those steps, replayable with `engine.apply --steps`; each step is JSON text "
             "in the Parquet copy) and `parent` (the row that reached it)",
-    "preferences": "pairs of verified rewrites of the same program whose timing verdicts differ significantly: "
-                   "one measured faster than the program (chosen), one measured slower or tied (rejected)",
+    "preferences": "DPO pairs in TRL's conversational `prompt` / `chosen` / `rejected` form, single-answer form: "
+                   "the paper's single prompt for a state, the row measured faster (chosen) and one measured slower "
+                   "or tied (rejected)",
+    "menu": "the search's own question (`python -m search --policy llm`'s request for the state, byte for byte, as "
+            "`messages` with its system prompt) answered with the number of the entry measured fastest among those "
+            "measured faster, after a `<think>` reason: the rule's description, what the step changes here, what "
+            "it can improve, the measured speedup and its interval; `menu` lists every entry shown with its step, "
+            "timing and verdict",
+    "preferences_menu": "DPO pairs of the menu form: the menu prompt, the answer (chosen) and an entry measured "
+                        "slower or tied (rejected), each as its reason and number",
+}
+TRAINING = {
+    "single": "SFT", "multi": "SFT", "single_trl": "SFT (loss on the completion)",
+    "multi_trl": "SFT (loss on the completion)", "menu": "SFT (the task `--policy llm` asks)",
+    "rows": "not for training: the archive the others are made from",
+    "preferences": "DPO, after SFT", "preferences_menu": "DPO, after SFT on `menu`",
 }
 
 
@@ -48,10 +62,10 @@ def dataset_card(stats: dict, written: dict) -> str:
              "", "## Configs", ""]
     for name, splits in written.items():
         counts = ", ".join(f"{s}: {n}" for s, n in splits.items())
-        lines.append(f"- `{name}` ({counts}): {DESCRIPTIONS[name]}")
+        lines.append(f"- `{name}` ({counts}): {DESCRIPTIONS[name]}. Train with: {TRAINING[name]}.")
     lines += ["", "Whole program types are held out for `test`. The training files are also JSON lines, one file "
               "per split, never both splits in one file: `train/single.jsonl` and `test/single.jsonl`, and the "
-              "same for `multi`, `single_trl`, `multi_trl` (and `preferences` with `--time`); point a trainer at "
+              "same for `multi`, `single_trl`, `multi_trl` (`preferences` with `--time`; `menu` and `preferences_menu` with `--menu`); point a trainer at "
               "the `train/` file as it is. `rows.jsonl` (the archive, not a training file) keeps both splits with "
               "their `split`.", "",
               "Prompts and labels use the same key, `applied_strategies` (a list of the one strategy applied), as "
@@ -59,6 +73,8 @@ def dataset_card(stats: dict, written: dict) -> str:
               "verified exactly (a bitwise rule compared exactly), the others ask for outputs *numerically "
               "equivalent within the stated tolerance* and state it. Sources are named relative to the argument "
               "they came from, with their sha256: nothing here names a path of the generating machine.", "",
+              "How to train on each config: docs/training.md of leir-engine (SFT with TRL on "
+              "`menu`, then DPO on `preferences_menu`). In Parquet a menu entry's step parameters are JSON text.", "",
               *_mix_lines(stats), "## Figures", "",
               f"- programs: {stats['sources']['programs']} of {stats['sources']['tasks']} sources "
               f"(left out: {_counts(stats['sources']['skipped'])})",

@@ -13,6 +13,9 @@
 * every timing (``--time``): speedup, interval and verdict re-derived from the recorded paired
   samples (``dataset.timing.verdict_of``), the job's rounds, floor and confidence, one machine
   and target for the whole dataset; preference pairs only of a faster row and a slower or tied one;
+* every menu row (``dataset.check_menu``): its prompt asked again with the search's own function,
+  each entry's verdict re-derived from its timing samples and its reason checked like a trace, the
+  answer re-chosen; both preference files rebuilt from the rows and compared;
 * a seeded sample of rows verified again on TVM (``--sample N``, default 20).
 
 Exit status 0 when everything agrees, 1 when anything does not (each problem is listed), 2 on
@@ -241,8 +244,10 @@ class RowChecker:
         if not v["equal"] or v["tolerance"]["mode"] != mode or len(v["trials"]) != 3 or \
                 not all(t["equal"] for t in v["trials"]):
             rep.add(where, f"verification is not 3 equal trials at tolerance {mode}")
+        if row.get("benefit") != list(block.benefit):
+            rep.add(where, f"benefit {row.get('benefit')} is not the block's @benefit {list(block.benefit)}")
         problems = check_trace(row["cot"], block, original, replayed,
-                               {"rule": step["rule"], "site": step["site"], "params": params})
+                               {"rule": step["rule"], "site": step["site"], "params": params}, row.get("timing"))
         for p in problems:
             rep.add(where, f"chain-of-thought: {p}")
         if not problems:
@@ -441,27 +446,6 @@ def check_timings(rows: list[dict], options: dict, report: Report) -> None:
         report.ok("timings re-derived", ok)
 
 
-def check_preferences(data: dict, rows: list[dict], report: Report) -> None:
-    from .assemble import chat_single
-    by_id = {r["id"]: r for r in rows}
-    for no, p in enumerate(data.get("preferences.jsonl", []), 1):
-        a, b = by_id.get(p["chosen_id"]), by_id.get(p["rejected_id"])
-        where = f"preferences.jsonl:{no}"
-        if a is None or b is None or a["program"] != b["program"]:
-            report.add(where, "chosen and rejected are not verified rows of one program")
-            continue
-        ta, tb = a["timing"] or {}, b["timing"] or {}
-        if ta.get("verdict") != "faster" or tb.get("verdict") not in ("slower", "tie"):
-            report.add(where, "the chosen rewrite is not measured faster, or the rejected one not slower or tied")
-        elif (p["chosen_speedup"], p["rejected_speedup"]) != (ta["speedup"], tb["speedup"]):
-            report.add(where, "the speedups differ from the rows' timings")
-        if p["prompt"] + p["chosen"] != chat_single(a)[0]["messages"] or p["rejected"] != \
-                chat_single(b)[0]["messages"][1:]:
-            report.add(where, "prompt or answers differ from the rows rendered in the paper's format")
-        else:
-            report.ok("preference pairs")
-
-
 def check_stats(data: dict, rows: list[dict], report: Report) -> None:
     stats = data.get("stats.json") or {}
     per = Counter(r["step"]["strategy"] for r in rows)
@@ -551,7 +535,8 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None) -> Rep
     check_chat(data, rows, options, report)
     check_mix(data, options, report)
     check_timings(rows, options, report)
-    check_preferences(data, rows, report)
+    from .check_menu import check_menu
+    check_menu(data, rows, options, rules, report)
     check_stats(data, rows, report)
     reverify(rows, sample, int(options.get("seed") or 0), report)
     return report

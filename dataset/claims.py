@@ -453,17 +453,11 @@ def _field(step, key):
     return step[key] if isinstance(step, Mapping) else getattr(step, key)
 
 
-def check_trace(trace: str, strategy, before, after, step) -> list[str]:
-    """Every claim of ``trace`` that does not hold (empty: the trace is true). ``strategy``: the
-    rule block (``Engine.strategy(name)``); ``step``: a Step, or a dict with rule, site, params."""
-    head = description_sentence(strategy.name, strategy.meta["description"]) + INSTANCE_OPENING
-    if not trace.startswith(head):
-        return [f"the trace does not open with the description sentence of {strategy.name}"]
-    body = trace[len(head):]
-    rule, site, params = _field(step, "rule"), _field(step, "site"), dict(_field(step, "params") or {})
-    c = Context(strategy.name, before, after, site)
+def _match(body: str, templates, c: Context, params: dict):
+    """None when no template matches ``body``; else the problems of the first template that
+    matches and whose claims all hold ([]), or of the first that matches."""
     tried = []
-    for tpl in applicable(strategy.cot, rule):
+    for tpl in templates:
         m = template_regex(tpl).fullmatch(body)
         if not m:
             continue
@@ -480,6 +474,63 @@ def check_trace(trace: str, strategy, before, after, step) -> list[str]:
         if not problems:
             return []
         tried.append(problems)
-    if not tried:
-        return [f"the instance part follows no template of {strategy.name}"]
-    return tried[0]
+    return tried[0] if tried else None
+
+
+def _split_reasons(body: str, benefits) -> tuple[str, list, str | None]:
+    """(instance part, [(benefit, its instance text)], problem) of a trace's body: the benefit
+    sentences follow the instance part, one per ``@benefit`` of the block, in its order."""
+    from .benefit import NONE_SENTENCE, opening
+    heads = [NONE_SENTENCE if b == "none" else opening(b) for b in benefits]
+    if not heads:
+        return body, [], None
+    start = body.find(heads[0])
+    if start < 0:
+        return body, [], f"no sentence says what the step can improve ({', '.join(benefits)})"
+    parts, pos = [], start
+    for k, (b, head) in enumerate(zip(benefits, heads)):
+        if not body.startswith(head, pos):
+            return body[:start], [], f"the sentence on {b} is missing or out of order"
+        begin = pos + len(head)
+        end = body.find(heads[k + 1], begin) if k + 1 < len(heads) else len(body)
+        if end < 0:
+            return body[:start], [], f"the sentence on {benefits[k + 1]} is missing or out of order"
+        parts.append((b, body[begin:end]))
+        pos = end
+    return body[:start], parts, None
+
+
+def check_trace(trace: str, strategy, before, after, step, timing=None) -> list[str]:
+    """Every claim of ``trace`` that does not hold (empty: the trace is true). ``strategy``: the
+    rule block (``Engine.strategy(name)``); ``step``: a Step, or a dict with rule, site, params;
+    ``timing``: the row's timing record (its measured sentence is re-derived from it)."""
+    from .benefit import TEMPLATES, measured_sentence
+    head = description_sentence(strategy.name, strategy.meta["description"]) + INSTANCE_OPENING
+    if not trace.startswith(head):
+        return [f"the trace does not open with the description sentence of {strategy.name}"]
+    body = trace[len(head):]
+    measured = measured_sentence(timing)
+    if measured:
+        if not body.endswith(measured):
+            return ["the measured sentence is not the one the row's timing record gives"]
+        body = body[:-len(measured)]
+    elif " Measured: " in body:
+        return ["the trace claims a measurement the row has no timing record of"]
+    rule, site, params = _field(step, "rule"), _field(step, "site"), dict(_field(step, "params") or {})
+    c = Context(strategy.name, before, after, site)
+    body, reasons, problem = _split_reasons(body, tuple(strategy.benefit))
+    problems = [problem] if problem else []
+    got = _match(body, applicable(strategy.cot, rule), c, params)
+    if got is None:
+        problems.append(f"the instance part follows no template of {strategy.name}")
+    else:
+        problems += got
+    for b, text in reasons:
+        if b == "none":
+            continue
+        got = _match(text, TEMPLATES[b], c, params)
+        if got is None:
+            problems.append(f"the sentence on {b} follows no template of that benefit")
+        else:
+            problems += [f"{b}: {p}" for p in got]
+    return problems

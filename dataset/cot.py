@@ -561,10 +561,10 @@ def fill(template, facts: Facts, params) -> str | None:
     return "".join(out)
 
 
-def instance_part(strategy, before, after, step) -> str:
+def instance_part(strategy, before, after, step, facts: Facts | None = None) -> str:
     """The instance sentence of a step (``strategy``: its rule block; ``step``: has ``rule``,
     ``site``, ``params``), from the first template whose slots all hold."""
-    facts = Facts(strategy.name, before, after, step.site)
+    facts = facts or Facts(strategy.name, before, after, step.site)
     params = dict(step.params)
     for tpl in applicable(strategy.cot, step.rule):
         text = fill(tpl, facts, params)
@@ -574,6 +574,10 @@ def instance_part(strategy, before, after, step) -> str:
 
 
 def render(strategy, before, after, step) -> str:
-    """The full trace of one step: the block's description sentence, then the instance part."""
+    """The full trace of one step: the block's description sentence, the instance part, then what
+    the step can improve here (one sentence per ``@benefit``, ``dataset.benefit``)."""
+    from .benefit import benefit_sentences
+    facts = Facts(strategy.name, before, after, step.site)
     return (description_sentence(strategy.name, strategy.meta["description"]) + INSTANCE_OPENING
-            + instance_part(strategy, before, after, step))
+            + instance_part(strategy, before, after, step, facts)
+            + benefit_sentences(strategy.benefit, facts, dict(step.params)))

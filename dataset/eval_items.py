@@ -3,9 +3,9 @@
 ``single`` items: the chat rows of ``train/single.jsonl`` and ``test/single.jsonl`` (the split asked;
 a folder of the older layout has one ``single.jsonl``) joined by id with
 their archival rows in ``rows.jsonl`` (the original program, the step's strategy, category and
-difficulty bucket). ``menu`` items: the rows of ``menu.jsonl`` (schema in docs/dataset.md and
+difficulty bucket). ``menu`` items: the rows of ``train/menu.jsonl`` and ``test/menu.jsonl`` (schema in docs/dataset.md and
 ``MENU_ROW`` below): the prompt messages, the menu (shown number -> step key, strategy, measured
-speedup, verdict) and the answer number. The evaluation sends a row's messages up to its last
+speedup, timing verdict) and the answer number. The evaluation sends a row's messages up to its last
 user message; the assistant message is the label, never shown to the model.
 """
 from __future__ import annotations
@@ -90,13 +90,18 @@ def single_items(folder: Path, split: str, system_prompt: str) -> list[dict]:
 
 
 def menu_items(folder: Path, split: str, system_prompt: str) -> list[dict]:
-    paths = _chat_files(folder, "menu.jsonl", split)
-    if not paths:
-        return []
+    """The menu rows of ``train/menu.jsonl`` and ``test/menu.jsonl`` (one file per split)."""
+    items = []
+    for path in _chat_files(folder, "menu.jsonl", split):
+        items += _menu_items(path, split, system_prompt)
+    return items
+
+
+def _menu_items(path: Path, split: str, system_prompt: str) -> list[dict]:
     from .schema import validator
     v = validator(MENU_ROW)
     items = []
-    for no, rec, path in ((no, rec, path) for path in paths for no, rec in _jsonl(path)):
+    for no, rec in _jsonl(path):
         err = next(iter(v.iter_errors(rec)), None)
         if err is not None:
             where = "/".join(str(p) for p in err.path)

@@ -118,7 +118,7 @@ def judge_menu(text: str, item: dict) -> dict:
     """The chosen entry of a menu answer, whether it is the measured-fastest and its regret."""
     from search.answers import AnswerError, parse_menu_answer
     menu = item["menu"]
-    speeds = [e.get("speedup") if e.get("verdict") in (None, "equal") else None for e in menu]
+    speeds = [e.get("speedup") if e.get("verified", True) else None for e in menu]     # measured entries
     measured = [s for s in speeds if s is not None and s > 0]
     best = max(measured) if measured else None
     out = {"status": "ok", "valid": False, "chosen": None, "agrees": False, "matches_label": False, "regret": None,

@@ -74,6 +74,10 @@ def parser() -> argparse.ArgumentParser:
                    help=f"with --time: relative difference an A/A comparison shows on this machine, below which a "
                         f"speedup is a tie (default {NOISE_FLOOR}, measured by benchmarks/timing_noise.py)")
     g.add_argument("--confidence", type=float, help=f"with --time: confidence of the interval (default {CONFIDENCE})")
+    g.add_argument("--menu", action="store_true",
+                   help="with --time: menu rows (train/menu.jsonl, test/menu.jsonl), the search's question at each "
+                        "program, every entry shown verified and timed, answered with the measured-fastest faster "
+                        "one; and their preference pairs")
     g.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS,
                    help=f"skip programs with more iteration points than this, with a note (default "
                         f"{DEFAULT_MAX_POINTS}; 0: no limit)")
@@ -158,7 +162,7 @@ def options_of(args) -> dict:
         raise LeirError(msg, line, getattr(book.problems[0], "col", None), file=f)
     return {"seed": args.seed, "per_program": args.per_program, "strategies": _strategies(args.strategies, book),
             "rules": book.manifest(), "rule_bundle": args.rules.bundle(),
-            "target": args.target, "verify_target": args.verify_on, "time": timing_options(args),
+            "target": args.target, "verify_target": args.verify_on, "time": timing_options(args), "menu": bool(args.menu),
             "depth": args.depth, "walks": args.walks, "keep_noop": bool(args.keep_noop),
             "max_points": args.max_points or None, "shrink": args.shrink_points if args.shrink else None, "timeout": args.timeout,
             "trials": 3}
@@ -183,6 +187,8 @@ def main(argv=None) -> int:
         raise LeirError("--multi-items and --multi-rows must be at least 2")
     if not 0 <= args.test_fraction < 1:
         raise LeirError(f"--test-fraction must be in [0, 1), got {args.test_fraction}")
+    if args.menu and not args.time:
+        raise LeirError("--menu needs --time: a menu row's answer is the entry measured fastest")
     if args.address and args.backend != "ray":
         raise LeirError("--address joins a Ray cluster: use it with --backend ray")
     if args.timeout <= 0:

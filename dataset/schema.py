@@ -69,7 +69,7 @@ PATH_STEP = {**STEP, "x-arrow": "json"}
 STATE = obj({"depth": INT, "path": arr(PATH_STEP), "parent": NSTR})
 
 ROW = obj({"id": STR, "program": PROGRAM, "origin": ORIGIN, "step": STEP, "transformed": STR,
-           "difficulty": DIFFICULTY, "cot": STR, "numerical_risk": BOOL, "verification": VERIFICATION,
+           "difficulty": DIFFICULTY, "cot": STR, "benefit": arr(STR), "numerical_risk": BOOL, "verification": VERIFICATION,
            "timing": TIMING, "tir": obj({"target": STR, "original": STR, "transformed": STR}),
            "cuda": obj({"original": STR, "transformed": STR}, nullable=True), "seed": INT, "split": SPLIT,
            "rules": RULE_FILES, "noop_on_target": NBOOL, "state": STATE})
@@ -101,21 +101,36 @@ TRL = obj({"id": STR, "prompt": {**MESSAGES, "maxItems": 1}, "completion": {**ME
            "split": SPLIT, **FACTS})
 MULTI_CHAT = obj({**CHAT["properties"], **MULTI_FACTS})
 MULTI_TRL = obj({**TRL["properties"], **MULTI_FACTS})
-PREFERENCE = obj({"id": STR, "program": STR, "prompt": {**MESSAGES, "maxItems": 1},
+# a preference pair (TRL's conversational prompt/chosen/rejected): the menu form (prompt: the search's
+# question, answers: an entry's reason and number) or the single-answer form (prompt: the paper's
+# single prompt, answers: two verified rows of one state)
+PREFERENCE = obj({"id": STR, "form": {"type": "string", "enum": ["menu", "single"]}, "program": STR,
+                  "prompt": {"type": "array", "minItems": 1, "maxItems": 2,
+                             "items": obj({"role": {"type": "string", "enum": ["system", "user"]}, "content": STR})},
                   "chosen": {**MESSAGES, "maxItems": 1}, "rejected": {**MESSAGES, "maxItems": 1},
-                  "chosen_id": STR, "rejected_id": STR, "chosen_speedup": NUM, "rejected_speedup": NUM,
-                  "split": SPLIT})
+                  "chosen_key": STR, "rejected_key": STR, "chosen_speedup": NUM, "rejected_speedup": NUM,
+                  "chosen_verdict": {"type": "string", "enum": ["faster"]},
+                  "rejected_verdict": {"type": "string", "enum": ["slower", "tie"]}, "split": SPLIT})
+MENU_STEP = obj({**PROVENANCE["properties"], "key": STR})     # Step.to_json() less leir and also
+MENU_ENTRY = obj({"number": INT, "key": STR, "strategy": STR, "step": MENU_STEP, "verified": BOOL,
+                  "speedup": NNUM, "verdict": VERDICT, "timing": TIMING, "reason": NSTR})
+MENU = obj({"id": STR, "program": PROGRAM, "depth": INT,
+            "messages": {"type": "array", "minItems": 3, "maxItems": 3,
+                         "items": obj({"role": {"type": "string", "enum": ["system", "user", "assistant"]},
+                                       "content": STR})},
+            "menu": {**arr(MENU_ENTRY), "minItems": 1}, "answer": INT, "strategy": STR, "split": SPLIT})
 
 STATS = {"type": "object", "required": ["job", "sources", "candidates", "rows_per_strategy", "failures_per_rule",
                                         "difficulty", "filter", "bucket_mix", "splits", "files", "throughput"]}
 
 FILES = {"rows.jsonl": ROW, "failures.jsonl": FAILURE, "skipped.jsonl": SKIPPED,
          "single.jsonl": CHAT, "multi.jsonl": MULTI_CHAT, "single_trl.jsonl": TRL, "multi_trl.jsonl": MULTI_TRL,
-         "preferences.jsonl": PREFERENCE}
+         "preferences.jsonl": PREFERENCE, "preferences_menu.jsonl": PREFERENCE, "menu.jsonl": MENU}
 SPLITS = ("train", "test")
 # the training files: written split by split, OUT/train/NAME and OUT/test/NAME, never both in one
 # file; rows.jsonl (the archive, not a training file) keeps both with their ``split``
-SPLIT_FILES = ("single.jsonl", "multi.jsonl", "single_trl.jsonl", "multi_trl.jsonl", "preferences.jsonl")
+SPLIT_FILES = ("single.jsonl", "multi.jsonl", "single_trl.jsonl", "multi_trl.jsonl", "preferences.jsonl",
+               "menu.jsonl", "preferences_menu.jsonl")
 
 
 def file_path(name: str, split: str) -> str:
@@ -123,7 +138,8 @@ def file_path(name: str, split: str) -> str:
     return f"{split}/{name}" if name in SPLIT_FILES else name
 # the dataset card's configs: name -> the JSON-lines file its Parquet copies are made from
 CONFIGS = {"single": "single.jsonl", "multi": "multi.jsonl", "single_trl": "single_trl.jsonl",
-           "multi_trl": "multi_trl.jsonl", "rows": "rows.jsonl", "preferences": "preferences.jsonl"}
+           "multi_trl": "multi_trl.jsonl", "rows": "rows.jsonl", "preferences": "preferences.jsonl",
+           "menu": "menu.jsonl", "preferences_menu": "preferences_menu.jsonl"}
 
 
 def arrow_type(s: dict):

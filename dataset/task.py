@@ -24,6 +24,7 @@ from collections import defaultdict
 from engine.leir.diagnostics import LeirError
 
 from . import cot
+from .benefit import measured_sentence
 from .difficulty import difficulty
 from .noop import noop_on_target
 from .shrink import (
@@ -36,7 +37,7 @@ from .walk import State, uncovered_first, walk
 
 # options that change a task's result (the job fingerprint); everything else is how to run it
 RESULT_OPTIONS = ("seed", "per_program", "strategies", "target", "verify_target", "time", "max_points", "shrink",
-                  "timeout", "trials", "rules", "depth", "walks")
+                  "timeout", "trials", "rules", "depth", "walks", "menu")
 
 
 def row_id(program: dict, step_key: str) -> str:
@@ -172,7 +173,7 @@ class Runner:
     def run(self, spec: dict) -> dict:
         t0 = time.perf_counter()
         out = {"index": spec["index"], "source": spec["source"], "status": "ok", "note": None, "program": None,
-               "origin": None, "key": None, "rows": [], "failures": [], "invalid": [],
+               "origin": None, "key": None, "rows": [], "failures": [], "invalid": [], "menu": [],
                "counts": {"neighbours": 0, "sampled": 0, "verified": 0, "failed": 0}}
         try:
             self._run(spec, out)
@@ -268,6 +269,7 @@ class Runner:
         cuda0 = (st.cuda if st.cuda is not None else self._cuda(program)) if target == "cuda" else None
         seen: dict[str, str] = {}
         pairs = []
+        first_failure = len(out["failures"])
         for step in sample:
             if step.leir in seen:          # the engine lists one step per distinct result: a bug if not
                 out["failures"].append(self._duplicate(record, origin, step, seen[step.leir]))
@@ -282,6 +284,8 @@ class Runner:
                 out["failures"].append(failure)
         if opts.get("time") and pairs:
             self._time(program, [r for r, _ in pairs], [s.program for _, s in pairs])
+        if opts.get("menu"):
+            self._menu(st, out, pairs, first_failure)
         return pairs
 
     def _time(self, program, rows: list, programs: list) -> None:
@@ -293,6 +297,17 @@ class Runner:
                                noise_floor=t["noise_floor"])
         for row, rec in zip(rows, records):
             row["timing"] = rec
+            row["cot"] += measured_sentence(rec)      # "" when the measurement failed
+
+    def _menu(self, st: State, out: dict, pairs: list, first_failure: int) -> None:
+        """The menu row of a state (``dataset.menu``), when an entry is measured faster; the
+        entries this state's sample already verified are not verified again."""
+        from .menu import menu_state
+        verified = {r["step"]["key"]: True for r, _ in pairs}
+        verified.update({f["step"]["key"]: False for f in out["failures"][first_failure:] if f["stage"] == "verify"})
+        row = menu_state(self, st.program, st.parent_program, st.depth, st.history, st.closed, verified=verified)
+        if row is not None:
+            out["menu"].append(row)
 
     def _tir(self, program, target: str) -> str:
         from lowering.tir import lower_to_tvmscript
@@ -353,7 +368,7 @@ class Runner:
             return None, {**fail, "stage": "lower", "verdict": verification_record(verdict, outputs),
                           "message": e.message}
         row = {"id": rid, "program": record, "origin": origin, "step": prov, "transformed": step.leir,
-               "difficulty": difficulty(meta), "cot": trace, "numerical_risk": step.exactness != "bitwise",
+               "difficulty": difficulty(meta), "cot": trace, "benefit": list(block.benefit), "numerical_risk": step.exactness != "bitwise",
                "verification": verification_record(verdict, outputs),
                "timing": None, "tir": {"target": target, "original": tir0, "transformed": tir1},
                "cuda": cuda, "noop_on_target": noop_on_target(target, cuda0, cuda and cuda["transformed"]),

@@ -42,14 +42,26 @@ class State:
     parent: str | None = None             # id of the row whose transformed program this is
     tir: str | None = None                # its lowered text, when the parent row has it
     cuda: str | None = None
+    # what the search's question at this state shows (dataset.menu): the parent program, one
+    # {"strategy", "speedup"} per step from the source (speedup over the source: the product of the
+    # steps' measured speedups, None when one was not measured), the path's states' renaming keys
+    parent_program: object = None
+    history: list = field(default_factory=list)
+    closed: tuple = ()
 
     def record(self) -> dict:
         return {"depth": self.depth, "path": self.path, "parent": self.parent}
 
     def child(self, row: dict, step, program) -> "State":
+        from engine.leir.canonical import renaming_key
         cuda = row.get("cuda") or {}
+        before = self.history[-1]["speedup"] if self.history else 1.0
+        measured = (row.get("timing") or {}).get("speedup")
+        speedup = None if before is None or measured is None else round(before * measured, 6)
         return State(program, self.depth + 1, self.path + [step.to_json()], row["id"],
-                     row["tir"]["transformed"], cuda.get("transformed"))
+                     row["tir"]["transformed"], cuda.get("transformed"), self.program,
+                     self.history + [{"strategy": step.strategy, "speedup": speedup}],
+                     self.closed + (renaming_key(self.program),))
 
 
 def as_recorded(step):

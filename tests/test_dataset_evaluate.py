@@ -58,7 +58,8 @@ def make_dataset(folder: Path, steps, single_names, menu_names) -> Path:
     rows.append(dict(rows[0], id="train0"))
     shown = [steps[s] for s in order] + [steps["loop_split"]]
     for j, name in enumerate(menu_names):
-        menu = [{"number": k + 1, "key": st.key, "strategy": st.strategy, "speedup": sp, "verdict": verdict}
+        menu = [{"number": k + 1, "key": st.key, "strategy": st.strategy, "speedup": sp,
+                 "verdict": "faster" if sp and sp > 1 else ("tie" if sp else None), "verified": verdict == "equal"}
                 for k, (st, (sp, verdict)) in enumerate(zip(shown, MENU_SPEEDUPS))]
         text = f"Choose the fastest step of the menu of {name}:\n" + "\n".join(
             f"{e['number']}. {e['strategy']} ({e['key']})" for e in menu)
@@ -72,7 +73,8 @@ def make_dataset(folder: Path, steps, single_names, menu_names) -> Path:
         (folder / split / "single.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chats
                                                            if r["split"] == split))
     if menus:
-        (folder / "menu.jsonl").write_text("".join(json.dumps(r) + "\n" for r in menus))
+        (folder / "test").mkdir(exist_ok=True)          # menu rows live in split folders
+        (folder / "test" / "menu.jsonl").write_text("".join(json.dumps(r) + "\n" for r in menus))
     return folder
 
 
@@ -206,5 +208,6 @@ def test_user_errors_exit_2_with_one_line(steps, tmp_path):
     assert "unknown split 'dev'" in run(ds, "--endpoint", "http://x/v1", "--model", "m", "--split", "dev")
     assert "cannot reach the endpoint" in run(ds, "--endpoint", "http://127.0.0.1:9/v1", "--model", "m",
                                               "--retries", "0", "-o", tmp_path / "ev")
-    (tmp_path / "ds" / "menu.jsonl").write_text('{"id": "x", "split": "test"}\n')
+    (tmp_path / "ds" / "test").mkdir(exist_ok=True)
+    (tmp_path / "ds" / "test" / "menu.jsonl").write_text('{"id": "x", "split": "test"}\n')
     assert "menu.jsonl:1:1: error: not a menu row" in run(ds, "--endpoint", "http://x/v1", "--model", "m")

@@ -6,7 +6,8 @@ import json
 from collections import Counter
 
 from dataset import prompts
-from dataset.assemble import held_out_types, preference_pairs
+from dataset.assemble import chat_single, held_out_types
+from dataset.menu import single_row_pairs
 from dataset.difficulty import bucket_of, difficulty, mix, score
 from dataset.filtering import (
     EXPANSION,
@@ -146,7 +147,7 @@ def test_test_split_holds_out_whole_types():
 
 def _timed(i, speedup, verdict):
     return {"id": f"r{i}", "program": PROGRAM, "transformed": f"T{i};", "cot": f"trace {i}.", "split": "train",
-            "step": {"strategy": "loop_split", "exactness": "bitwise"}, "numerical_risk": False,
+            "step": {"strategy": "loop_split", "exactness": "bitwise", "key": f"k{i}"}, "numerical_risk": False,
             "difficulty": {"bucket": "medium"}, "verification": {"tolerance": {"mode": "exact"}},
             "timing": {"speedup": speedup, "verdict": verdict}}
 
@@ -154,17 +155,21 @@ def _timed(i, speedup, verdict):
 def test_preference_pairs_pair_only_significantly_different_verdicts():
     rows = [_timed(0, 1.9, "faster"), _timed(1, 0.5, "slower"), _timed(2, 1.3, "faster"), _timed(3, 1.02, "tie"),
             _timed(4, 1.6, "faster"), _timed(5, 1.1, "tie")]
-    pairs = preference_pairs(rows)
+    pairs = single_row_pairs(rows, chat_single)
     # fastest with slowest, second with second: each row once; the third faster row has no partner left
-    assert [(p["chosen_id"], p["rejected_id"]) for p in pairs] == [("r0", "r1"), ("r4", "r3"), ("r2", "r5")]
+    assert [(p["chosen_key"], p["rejected_key"]) for p in pairs] == [("k0", "k1"), ("k4", "k3"), ("k2", "k5")]
     p = pairs[0]
+    assert (p["form"], p["chosen_verdict"], p["rejected_verdict"]) == ("single", "faster", "slower")
     assert p["prompt"][0]["content"] == prompts.single_prompt(PROGRAM)
     assert json.loads(prompts.split_answer(p["chosen"][0]["content"])[1])["transformed_IR"] == "T0;"
+    assert json.loads(prompts.split_answer(p["rejected"][0]["content"])[1])["transformed_IR"] == "T1;"
     assert (p["chosen_speedup"], p["rejected_speedup"]) == (1.9, 0.5)
-    # ties and slowdowns among themselves, or a faster row without a partner: no pair
-    assert preference_pairs([_timed(0, 1.04, "tie"), _timed(1, 0.6, "slower")]) == []
-    assert preference_pairs([_timed(0, 1.5, "faster"), _timed(1, 1.4, "faster")]) == []
-    assert preference_pairs([_timed(0, 1.5, "faster"), {**_timed(1, 0, ""), "timing": None}]) == []
+    # ties and slowdowns among themselves, or a faster row without a partner: no pair; a higher point
+    # estimate is no significant difference (ties are never chosen)
+    assert single_row_pairs([_timed(0, 1.04, "tie"), _timed(1, 0.6, "slower")], chat_single) == []
+    assert single_row_pairs([_timed(0, 1.5, "faster"), _timed(1, 1.4, "faster")], chat_single) == []
+    assert single_row_pairs([_timed(0, 1.5, "faster"), {**_timed(1, 0, ""), "timing": None}], chat_single) == []
+    assert single_row_pairs([_timed(0, 1.5, "tie"), _timed(1, 0.9, "tie")], chat_single) == []
 
 
 def test_per_program_sample_is_seeded_and_spread_over_strategies():

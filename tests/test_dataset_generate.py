@@ -363,10 +363,12 @@ def test_time_labels_rows_with_interleaved_timings_that_check_rederives(sources,
                         r["timing"]["rounds"] == 6 and len(r["timing"]["samples"]["candidate"]) == 6 and
                         r["timing"]["noise_floor"] == 0.05 and r["timing"]["confidence"] == 0.95 and
                         r["timing"]["verdict"] == timing.verdict_of(r["timing"]) for r in rows)
-    by_id = {r["id"]: r for r in rows}
-    for p in lines(out, "preferences.jsonl"):
-        assert by_id[p["chosen_id"]]["timing"]["verdict"] == "faster"
-        assert by_id[p["rejected_id"]]["timing"]["verdict"] in ("slower", "tie")
+    assert not (out / "preferences.jsonl").exists()          # pairs are in split folders only
+    for split in ("train", "test"):
+        if (out / split / "preferences.jsonl").exists():
+            for p in lines(out, f"{split}/preferences.jsonl"):
+                assert p["split"] == split and (p["chosen_verdict"], p["rejected_verdict"]) in \
+                    {("faster", "slower"), ("faster", "tie")} and p["chosen_speedup"] > p["rejected_speedup"]
     stats = json.loads((out / "stats.json").read_text())
     assert stats["timing"]["machines"] == [{"target": "llvm", "machine": machine, "rows": len(rows)}]
     assert sum(stats["timing"]["verdicts"].values()) == len(rows)

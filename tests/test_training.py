@@ -18,6 +18,7 @@ import pytest
 pytestmark = pytest.mark.train
 
 ROWS = Path(__file__).parent / "data" / "training" / "rows.jsonl"
+MENU = Path(__file__).parent / "data" / "training" / "menu.jsonl"     # a menu row of the --time --menu job
 INSTALL = "needs the train extra: pip install -e '.[train]' (trl, transformers)"
 # the chat template of the tiny model: roles as plain markers, enough for TRL to find the completion
 TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
@@ -36,16 +37,24 @@ def trl():
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    """single_trl.jsonl, multi_trl.jsonl and preferences.jsonl as dataset.generate writes them."""
-    from dataset.assemble import chat_multi, chat_single, preference_pairs
+    """single_trl.jsonl, multi_trl.jsonl, preferences.jsonl and preferences_menu.jsonl as
+    dataset.generate writes them. The stored rows predate timing verdicts: each gets the verdict
+    its speedup would have with a 5% noise floor; the menu row is a real one of `--time --menu`."""
+    from dataset.assemble import chat_multi, chat_single
+    from dataset.menu import menu_row_pairs, single_row_pairs
     rows = [json.loads(line) for line in ROWS.read_text().splitlines()]
+    for r in rows:
+        sp = r["timing"]["speedup"]
+        r["timing"]["verdict"] = "faster" if sp > 1.05 else ("slower" if sp < 1 / 1.05 else "tie")
     by_program = defaultdict(list)
     for r in rows:
         by_program[r["program"]["leir"]].append(r)
     out = tmp_path_factory.mktemp("training")
+    menus = [json.loads(line) | {"split": "train"} for line in MENU.read_text().splitlines()]
     records = {"single_trl.jsonl": [chat_single(r)[1] for r in rows],
                "multi_trl.jsonl": [chat_multi(g)[1] for g in by_program.values() if len(g) > 1],
-               "preferences.jsonl": [p for g in by_program.values() for p in preference_pairs(g)]}
+               "preferences.jsonl": [p for g in by_program.values() for p in single_row_pairs(g, chat_single)],
+               "preferences_menu.jsonl": [p for m in menus for p in menu_row_pairs(m)]}
     for name, recs in records.items():
         assert recs, name
         (out / name).write_text("".join(json.dumps(r) + "\n" for r in recs))
@@ -107,10 +116,11 @@ def test_sft_runs_on_the_prompt_completion_files(files, tiny, trl, tmp_path, con
     assert any(not (before[k] == v).all() for k, v in model.named_parameters())
 
 
-def test_dpo_runs_on_the_preference_pairs(files, tiny, trl, tmp_path):
+@pytest.mark.parametrize("name", ["preferences.jsonl", "preferences_menu.jsonl"])
+def test_dpo_runs_on_the_preference_pairs(files, tiny, trl, tmp_path, name):
     import datasets
     model, tokenizer = tiny
-    data = datasets.load_dataset("json", data_files=str(files / "preferences.jsonl"), split="train")
+    data = datasets.load_dataset("json", data_files=str(files / name), split="train")
     assert {"prompt", "chosen", "rejected"} <= set(data.column_names)
     assert all(r["chosen_speedup"] > r["rejected_speedup"] for r in data)
     args = trl.DPOConfig(max_length=1024, beta=0.1, **_common(tmp_path))

@@ -9,6 +9,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..question import preferred_menu, stratified  # noqa: F401  (the menu question's; policies use them)
+
 
 @dataclass
 class Request:
@@ -54,30 +56,3 @@ class Policy:
 
     def close(self) -> None:
         pass
-
-
-def stratified(menu: list, rng: random.Random) -> list:
-    """The menu reordered so that strategies take turns (each strategy's steps shuffled, the
-    strategies in a shuffled order): a short prefix covers many strategies, not 100 tilings."""
-    by: dict[str, list] = {}
-    for c in menu:
-        by.setdefault(c.step.strategy, []).append(c)
-    groups = [by[s] for s in sorted(by)]
-    rng.shuffle(groups)
-    for g in groups:
-        rng.shuffle(g)
-    out = []
-    while any(groups):
-        for g in groups:
-            if g:
-                out.append(g.pop())
-    return out
-
-
-def preferred_menu(menu: list, size: int, rng: random.Random) -> list:
-    """At most ``size`` entries of a menu, in the order they are worth showing: the menu itself
-    when it is that short, else strategies taking turns (``search.prompt.fit_menu`` keeps the
-    longest prefix that fits the prompt budget and shows it in menu order, numbered 1..m)."""
-    if len(menu) <= size:
-        return list(menu)
-    return stratified(menu, rng)[:size]

@@ -19,8 +19,9 @@ from engine.leir.diagnostics import LeirError
 from ..answers import AnswerError, parse_free_answer, parse_menu_answer
 from ..client import ChatClient
 from ..constraint import FORM, Negotiator, free_schema, in_free_form, in_menu_form, menu_answer_kind
-from ..prompt import PromptOptions, fit_menu, free_messages, menu_messages
-from .base import Policy, Proposal, Request, preferred_menu
+from ..prompt import PromptOptions, free_messages
+from ..question import menu_question
+from .base import Policy, Proposal, Request
 
 
 class _LLMPolicy(Policy):
@@ -138,22 +139,18 @@ class MenuLLMPolicy(_LLMPolicy):
     name = "llm"
 
     def propose(self, req: Request) -> list[Proposal]:
-        popts = self.prompt_options(req)
         left = max(1, self.options.budget - len(self.run.samples))
-        preferred = preferred_menu(req.menu, self.options.menu_size, self.rng)
-        k = min(req.k, len(preferred), left)
-        # the entries the model sees (within --prompt-tokens), in menu order; shown as 1..m
-        shown = fit_menu(req.node, preferred, popts, budget=self.options.prompt_tokens, parent=req.parent, k=k,
-                         root_key=self.run.root.key)
+        # the entries the model sees (within --prompt-tokens), in menu order, shown as 1..m: the
+        # one function the dataset's menu rows call too
+        q = menu_question(req.node, req.menu, self.options, parent=req.parent, k=req.k, left=left,
+                          root_key=self.run.root.key, algorithm=req.algorithm, history=req.history)
+        shown, k = list(q.shown), q.k
         m = len(shown)
-        k = min(k, m)
         numbers = list(range(1, m + 1))
 
         def build(form):
             answer = menu_answer_kind(form, k)
-            messages = menu_messages(req.node, shown, popts, parent=req.parent, k=k, answer=answer,
-                                     root_key=self.run.root.key)
-            return messages, (k if answer == "number" else 1), form.menu(numbers, k)
+            return q.messages(answer), (k if answer == "number" else 1), form.menu(numbers, k)
 
         got, failures = self._ask(req, build, lambda form, t: in_menu_form(form, t, numbers, k), shown)
         out, taken = [_failed(f) for f in failures], set()
