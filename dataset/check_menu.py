@@ -15,7 +15,8 @@ import json
 def check_menu(data: dict, rows: list[dict], options: dict, rules, report) -> None:
     """``options``: the job's (seed, target, strategies: the question is asked over the job's
     strategies); ``rules``: the rule sources the dataset was made with."""
-    from .assemble import chat_single, state_groups
+    from .assemble import chat_single
+    from .states import by_state
     from .menu import answer_content, menu_answer, menu_row_pairs, question, single_row_pairs
     menus = data.get("menu.jsonl", [])
     if menus:
@@ -29,7 +30,7 @@ def check_menu(data: dict, rows: list[dict], options: dict, rules, report) -> No
             report.add(where, f"malformed: {e}")
     want = [p for m in menus for p in menu_row_pairs(m)]
     _same("preferences_menu.jsonl", data.get("preferences_menu.jsonl", []), want, report)
-    want = [p for g in state_groups(rows) for p in single_row_pairs(g, chat_single)]
+    want = [p for g in by_state(rows) for p in single_row_pairs(g, chat_single)]
     _same("preferences.jsonl", data.get("preferences.jsonl", []), want, report)
 
 
