@@ -129,15 +129,16 @@ def test_the_measured_sentence_is_rederived_from_the_timing_record(engine):
     p = tiny_program()
     s = _step_of(engine, p, "loop_parallelization")
     block = engine.strategy(s.strategy)
-    rec = {"target": "llvm", "machine": {"cpu": "a cpu", "gpu": None, "cores": 2}, "method": "interleaved",
-           "rounds": 5, "parent_ms": 2.0, "candidate_ms": 1.0, "speedup": 2.0, "ci": [1.8, 2.2],
-           "confidence": 0.95, "noise_floor": 0.03, "verdict": "faster",
-           "samples": {"parent": [2.0, 2.1, 1.9, 2.0, 2.05], "candidate": [1.0, 1.05, 0.95, 1.0, 1.02]}}
+    from dataset.timing import record_of
+    rec = record_of([2.0, 2.1, 1.9, 2.0, 2.05, 2.02], [1.0, 1.05, 0.95, 1.0, 1.02, 1.01], target="llvm",
+                    machine={"cpu": "a cpu", "gpu": None, "cores": 2}, confidence=0.95, noise_floor=0.03, runs=1)
     assert verdict_of(rec) == "faster"
     text = cot.render(block, p, s.program, s) + measured_sentence(rec)
-    assert "2.000x the speed of the given IR (95% interval 1.800x to 2.200x over 5 interleaved rounds" in text
+    lo, hi = rec["ci"]
+    assert (f"{rec['speedup']:.3f}x the speed of the given IR (95% interval {lo:.3f}x to {hi:.3f}x over 6 "
+            "interleaved rounds") in text
     assert check_trace(text, block, p, s.program, s, rec) == []
-    assert check_trace(text.replace("2.000x the", "3.000x the"), block, p, s.program, s, rec)
+    assert check_trace(text.replace(f"{rec['speedup']:.3f}x the", "3.000x the"), block, p, s.program, s, rec)
     assert check_trace(text, block, p, s.program, s, None)      # a claim without a record
 
 
