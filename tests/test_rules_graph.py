@@ -231,7 +231,7 @@ def test_reference_coverage(corpus_neighbours):
 
 def test_enumeration_is_deterministic(corpus_neighbours):
     fresh = Enumerator()
-    for name in sorted(corpus_neighbours)[:25]:
+    for name in sorted(corpus_neighbours)[::12]:  # 9 programs spread over the corpus
         p, res = corpus_neighbours[name]
         again = fresh.enumerate(p, strategies=list(GRAPH), validate=True)
         assert [json.dumps(n.to_json()) for n in again.neighbours] == [json.dumps(n.to_json()) for n in res.neighbours]
