@@ -139,13 +139,27 @@ def _nests(depth: int):
                      st.lists(item, min_size=1, max_size=3).map(tuple))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(_nests(2), min_size=1, max_size=3).map(tuple))
-def test_random_asts_print_and_parse_back_to_themselves(body):
+def _prints_and_parses_back(body):
     text = body_to_str(body)
     assert parse_body(text) == body
     assert body_to_str(parse_body(text)) == text
     assert parse_body(body_to_display(body)) == body
+
+
+_BODIES = st.lists(_nests(2), min_size=1, max_size=3).map(tuple)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_BODIES)
+def test_random_asts_print_and_parse_back_to_themselves(body):
+    _prints_and_parses_back(body)
+
+
+@pytest.mark.slow           # the default run draws 100 bodies (the test above)
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_BODIES)
+def test_many_random_asts_print_and_parse_back_to_themselves(body):
+    _prints_and_parses_back(body)
 
 
 @settings(max_examples=200, deadline=None)
