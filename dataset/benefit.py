@@ -111,9 +111,10 @@ def opening(benefit: str) -> str:
     return OPENING.format(phrase=PHRASES[benefit])
 
 
-def benefit_sentences(benefits, facts, params) -> str:
-    """The sentences of a step (``facts``: ``dataset.cot.Facts``; ``params``: the step's)."""
-    from .cot import fill
+def benefit_sentences(benefits, facts, params, fill) -> str:
+    """The sentences of a step (``facts``: ``dataset.cot.Facts``; ``params``: the step's;
+    ``fill``: ``dataset.cot.fill``, which renders a template's slots; passed in, since the
+    traces, which import this table, are what render it)."""
     out = []
     for b in benefits:
         if b == "none":

@@ -9,7 +9,6 @@ rows give (``menu_row_pairs``, ``single_row_pairs``).
 """
 from __future__ import annotations
 
-import json
 
 
 def check_menu(data: dict, rows: list[dict], options: dict, rules, report) -> None:

@@ -580,4 +580,4 @@ def render(strategy, before, after, step) -> str:
     facts = Facts(strategy.name, before, after, step.site)
     return (description_sentence(strategy.name, strategy.meta["description"]) + INSTANCE_OPENING
             + instance_part(strategy, before, after, step, facts)
-            + benefit_sentences(strategy.benefit, facts, dict(step.params)))
+            + benefit_sentences(strategy.benefit, facts, dict(step.params), fill))

@@ -29,7 +29,7 @@ def measure_schedule_now(programs: list[dict], schedule: list[list[int]], opts: 
 
     from .inputs import random_inputs
     from .run import arguments, build, device_for
-    from .verifier import _TimingLock
+    from .timing_lock import TimingLock
     t0 = time.perf_counter()
     out = {"ok": False, "reason": "measured", "message": None, "failed": None, "number": None, "times": [],
            "seconds": 0.0}
@@ -51,7 +51,7 @@ def measure_schedule_now(programs: list[dict], schedule: list[list[int]], opts: 
         return {**out, "reason": "execution failed", "message": e.message}
     i = 0
     try:
-        with _TimingLock(opts["target"]):
+        with TimingLock(opts["target"]):
             for i, (mod, d, args) in enumerate(evals):          # warm-up: each program runs before any timing
                 fn = mod["main"]
                 for _ in range(opts["warmup"]):

@@ -15,9 +15,7 @@ measurements never overlap, whatever the number of workers or Verifiers.
 from __future__ import annotations
 
 import math
-import os
 import statistics
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,6 +23,8 @@ from typing import Optional
 
 from engine.leir.diagnostics import LeirError
 from engine.leir.procs import WorkerFailed, WorkerProcess
+
+from .timing_lock import TimingLock
 
 # exactness of a rewrite (rule metadata) -> the tolerance that verifies it
 TOLERANCE_FOR_EXACTNESS = {"bitwise": "exact", "reassociating": "strict"}
@@ -183,25 +183,6 @@ def _against_now(program: dict, inputs: list, expected: list, opts: dict) -> dic
     return v.to_json()
 
 
-class _TimingLock:
-    """A machine-wide lock (``flock`` on a file in the temp folder): timings never overlap."""
-
-    def __init__(self, target: str):
-        self.path = os.path.join(tempfile.gettempdir(), f"leir-engine-timing-{target}.lock")
-        self.fd = None
-
-    def __enter__(self):
-        import fcntl
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        import fcntl
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
-
-
 def _measure_now(program: dict, opts: dict) -> dict:
     from engine.leir.files import program_from_json
 
@@ -219,7 +200,7 @@ def _measure_now(program: dict, opts: dict) -> dict:
         return m.to_json()
     inputs = random_inputs(prog, opts["seed"], 0)
     try:
-        with _TimingLock(opts["target"]):
+        with TimingLock(opts["target"]):
             times = time_built(built, prog, inputs, warmup=opts["warmup"], number=opts["number"],
                                repeat=opts["repeat"])
     except LoweringError as e:
