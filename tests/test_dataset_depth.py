@@ -9,27 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
+from test_dataset_generate import PROGRAMS as GENERATE_PROGRAMS
 from test_dataset_generate import lines, outputs
 
 from dataset import check as checker
 from dataset import generate
 from dataset.noop import noop_on_target, normalise
 
-PROGRAMS = {
-    "softmax.leir": """program softmax
-input  A f32[4, 16]
-output C f32[4, 16]
-B^{4}_{tx=0}L^{16}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];
-B^{4}_{tx=0}L^{16}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx});];
-B^{4}_{tx=0}L^{16}_{a=0}[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/E^{f32,g}_{tx};];
-""",
-    "matmul.leir": """program matmul
-input  A f32[8, 8]
-input  C f32[8, 8]
-output D f32[8, 8]
-B^{8}_{tx=0}L^{8}_{a=0}L^{8}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];
-""",
-}
+PROGRAMS = {name: GENERATE_PROGRAMS[name] for name in ("softmax.leir", "matmul.leir")}
 ARGS = ["--per-program", "2", "--seed", "1", "--test-fraction", "0", "--timeout", "120", "--no-plots"]
 
 
