@@ -9,6 +9,7 @@ rows give (``menu_row_pairs``, ``single_row_pairs``).
 """
 from __future__ import annotations
 
+import json
 
 
 def check_menu(data: dict, rows: list[dict], options: dict, rules, report) -> None:
@@ -17,6 +18,7 @@ def check_menu(data: dict, rows: list[dict], options: dict, rules, report) -> No
     from .assemble import chat_single
     from .states import by_state
     from .menu import answer_content, menu_answer, menu_row_pairs, question, single_row_pairs
+    from .schema import SPLITS
     menus = data.get("menu.jsonl", [])
     if menus:
         from engine import Engine
@@ -29,7 +31,11 @@ def check_menu(data: dict, rows: list[dict], options: dict, rules, report) -> No
             report.add(where, f"malformed: {e}")
     want = [p for m in menus for p in menu_row_pairs(m)]
     _same("preferences_menu.jsonl", data.get("preferences_menu.jsonl", []), want, report)
-    want = [p for g in by_state(rows) for p in single_row_pairs(g, chat_single)]
+    tasks: dict[str, list[dict]] = {}           # assembly pairs the rows of one task's states
+    for r in rows:
+        tasks.setdefault(json.dumps(r.get("origin"), sort_keys=True), []).append(r)
+    want = [p for t in tasks.values() for g in by_state(t) for p in single_row_pairs(g, chat_single)]
+    want.sort(key=lambda p: SPLITS.index(p["split"]))      # read train/ then test/, each in row order
     _same("preferences.jsonl", data.get("preferences.jsonl", []), want, report)
 
 
