@@ -151,10 +151,12 @@ def entry_reason(engine, program, step, timing) -> str | None:
         return None
 
 
-def menu_state(runner, program, parent_program=None, depth: int = 0, history=(), closed=(), verified=None):
+def menu_state(runner, program, parent_program=None, depth: int = 0, history=(), closed=(), verified=None,
+               timed=None):
     """The menu row of a state, or None when no shown entry is measured faster. ``runner``: a
     ``dataset.task.Runner`` (engine, verifier, options); ``verified``: step key -> whether the task
-    already found it equal (the entries it did not verify are verified here)."""
+    already found it equal (the entries it did not verify are verified here); ``timed``: step key ->
+    the timing record the task already measured against this state (the others are timed here)."""
     from . import timing as timing_mod
     eng, verifier, opts = runner.engine, runner.verifier, runner.options
     q = question(eng, opts, program, parent_program, depth, history, closed)
@@ -164,11 +166,12 @@ def menu_state(runner, program, parent_program=None, depth: int = 0, history=(),
         if c.step.key not in verified:
             verified[c.step.key] = verifier.verify_step(program, c.step).equal
         ok.append(verified[c.step.key])
-    measured = [c for c, good in zip(q.shown, ok) if good]
+    timing_of = {k: r for k, r in (timed or {}).items() if r is not None}
+    measured = [c for c, good in zip(q.shown, ok) if good and c.step.key not in timing_of]
     t = opts.get("time") or {}          # the job's --rounds, --noise-floor, --confidence
     records = timing_mod.compare_many(verifier, program, [c.program for c in measured], rounds=t["rounds"],
                                       confidence=t["confidence"], noise_floor=t["noise_floor"]) if measured else []
-    timing_of = {c.step.key: r for c, r in zip(measured, records)}
+    timing_of.update({c.step.key: r for c, r in zip(measured, records)})
     entries = []
     for i, (c, good) in enumerate(zip(q.shown, ok)):
         t = timing_of.get(c.step.key)

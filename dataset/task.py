@@ -301,11 +301,13 @@ class Runner:
 
     def _menu(self, st: State, out: dict, pairs: list, first_failure: int) -> None:
         """The menu row of a state (``dataset.menu``), when an entry is measured faster; the
-        entries this state's sample already verified are not verified again."""
+        entries this state's sample already verified and timed are not verified or timed again."""
         from .menu import menu_state
         verified = {r["step"]["key"]: True for r, _ in pairs}
         verified.update({f["step"]["key"]: False for f in out["failures"][first_failure:] if f["stage"] == "verify"})
-        row = menu_state(self, st.program, st.parent_program, st.depth, st.history, st.closed, verified=verified)
+        timed = {r["step"]["key"]: r["timing"] for r, _ in pairs}       # measured against this state
+        row = menu_state(self, st.program, st.parent_program, st.depth, st.history, st.closed, verified=verified,
+                         timed=timed)
         if row is not None:
             out["menu"].append(row)
 
