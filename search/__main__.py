@@ -14,67 +14,15 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .options import (
-        ALGORITHM_NAMES,
-        CONSTRAINTS,
-        MENU_DETAILS,
-        POLICY_NAMES,
-        TARGET_NAMES,
-        SearchOptions,
-    )
-    d = SearchOptions()
+    """The parser: the program and output flags here, every search option's flag from the
+    ``SearchOptions`` registry (``search.options.add_option_flags``)."""
+    from .options import GROUPS, add_option_flags
     ap = argparse.ArgumentParser(prog="python -m search",
                                  description="Search for a faster equivalent program, one verified step at a time.")
     ap.add_argument("program", help=".leir, .json or .jsonl program file (first program unless --name)")
     ap.add_argument("-o", "--output", required=True, help="trajectory JSON to write (atomically, after every sample)")
     ap.add_argument("--name", help="program name inside a multi-program file")
-    g = ap.add_argument_group("search")
-    g.add_argument("--algorithm", choices=ALGORITHM_NAMES, default=d.algorithm)
-    g.add_argument("--policy", choices=POLICY_NAMES, default=d.policy)
-    g.add_argument("--budget", type=int, default=d.budget, help="samples: candidates verified and timed (default 64)")
-    g.add_argument("--target", choices=TARGET_NAMES, default=d.target)
-    g.add_argument("--seed", type=int, default=d.seed)
-    g.add_argument("--strategies", default=d.strategies,
-                   help="strategy set or comma-separated names and sets (all, paper, extra, user, bitwise, graph, "
-                        "operator, memory, math; default paper: the paper's 43; your own strategies need 'all', "
-                        "'user' or their names)")
-    g.add_argument("--iterations", type=int, help="override the paper's iterations (greedy, beam, mcts, chain)")
-    g.add_argument("--per-node", type=int, help="override the proposals per expansion")
-    g.add_argument("--beam-width", type=int, help="override beam's k (2)")
-    g.add_argument("--max-depth", type=int, help="override BFS/DFS depth (20)")
-    g.add_argument("--rollout-depth", type=int, help="override MCTS rollout length (3)")
-    m = ap.add_argument_group("measurement")
-    m.add_argument("--trials", type=int, default=d.trials, help="verification trials (default 3)")
-    m.add_argument("--timeout", type=float, default=d.timeout, help="seconds per build/run (default 300)")
-    m.add_argument("--workers", type=int, default=d.workers, help="verifier processes: builds in parallel")
-    m.add_argument("--min-repeat-ms", type=float, default=d.min_repeat_ms)
-    m.add_argument("--repeat", type=int, default=d.repeat)
-    m.add_argument("--confirm", type=int, default=d.confirm, help="best nodes re-timed against the original at the end")
-    p = ap.add_argument_group("policies")
-    p.add_argument("--screen", type=int, default=d.screen, help="measure policy: candidates timed per choice")
-    p.add_argument("--explore", type=float, default=d.explore, help="cost policy: share of random picks")
-    p.add_argument("--cost-db", help="cost policy: JSON-lines database of earlier measurements (read, then extended)")
-    p.add_argument("--endpoint", help="llm policies: OpenAI-compatible base URL, e.g. http://localhost:8000/v1")
-    p.add_argument("--model", help="llm policies: model name as the server knows it")
-    p.add_argument("--api-key-env", default=d.api_key_env, help="environment variable holding the API key")
-    p.add_argument("--constraint", choices=CONSTRAINTS, default=d.constraint,
-                   help="auto (default): the first form the server accepts and follows, tried in order: choice "
-                        "(vLLM structured_outputs), regex (SGLang), grammar (llama.cpp GBNF), json (response_format "
-                        "json_schema), json-object (llama.cpp json_object + schema), openai (strict json_schema), "
-                        "none; vllm-json (structured_outputs json) on request only. Answers are parsed and checked "
-                        "either way")
-    p.add_argument("--temperature", type=float, default=d.temperature)
-    p.add_argument("--max-tokens", type=int, default=d.max_tokens)
-    p.add_argument("--llm-timeout", type=float, default=d.llm_timeout, help="seconds per LLM request")
-    p.add_argument("--retries", type=int, default=d.retries, help="retries on 429/5xx/timeouts (backoff)")
-    p.add_argument("--menu-size", type=int, default=d.menu_size, help="menu entries shown to the model at most")
-    p.add_argument("--prompt-tokens", type=int, default=d.prompt_tokens,
-                   help="menu entries beyond what keeps the prompt within this many tokens are left out (a "
-                        "tokenizer-free estimate, on the high side; default 2000)")
-    p.add_argument("--menu-detail", choices=MENU_DETAILS, default=d.menu_detail,
-                   help="menu entries show what changes (compact, default) or the whole changed statements (full)")
-    p.add_argument("--system-prompt", default=d.system_prompt)
-    p.add_argument("--gpu-name", default=d.gpu_name, help="GPU named in the prompt for --target cuda")
+    add_option_flags(ap, {g: ap.add_argument_group(g) for g in GROUPS})
     o = ap.add_argument_group("output")
     o.add_argument("--plot", help="also draw speedup against samples to this PNG")
     o.add_argument("--emit", help="also write the best program as a .leir file")
@@ -98,15 +46,11 @@ def _main(argv) -> int:
     from engine.leir.diagnostics import LeirError
     from engine.leir.files import load_program, write_atomic
 
-    from .options import SearchOptions
+    from .options import SearchOptions, options_from_args
     from .run import run_search
     a = build_parser().parse_args(argv)
     program = load_program(a.program, a.name)
-    opts = SearchOptions(**{k: getattr(a, k) for k in (
-        "algorithm", "policy", "budget", "target", "seed", "strategies", "iterations", "per_node", "beam_width",
-        "max_depth", "rollout_depth", "trials", "timeout", "workers", "min_repeat_ms", "repeat", "confirm", "screen",
-        "explore", "cost_db", "endpoint", "model", "api_key_env", "constraint", "temperature", "max_tokens",
-        "llm_timeout", "retries", "menu_size", "menu_detail", "prompt_tokens", "system_prompt", "gpu_name")})
+    opts = options_from_args(a)
     if "," in opts.strategies:
         opts.strategies = [s.strip() for s in opts.strategies.split(",") if s.strip()]
     opts.validate()
@@ -117,7 +61,7 @@ def _main(argv) -> int:
     if a.resume and os.path.exists(a.output):
         from .trajectory import load_trajectory
         prev = load_trajectory(a.output).record
-        if prev["program"] != program.to_json() or prev["options"] != opts.to_json():
+        if prev["program"] != program.to_json() or SearchOptions.from_json(prev["options"]).to_json() != opts.to_json():
             raise LeirError("--resume: the trajectory was written for another program or other options",
                             file=a.output)
         try:
@@ -125,6 +69,8 @@ def _main(argv) -> int:
         except LeirError as e:
             raise LeirError(f"--resume: {e.message}", file=a.output) from None
         resume = prev
+    elif a.resume and opts.database:
+        resume = {}                 # no trajectory left: this run's outcomes come from the database
     progress = (lambda msg: None) if a.quiet else None
     traj = run_search(program, opts, engine=engine, out=a.output, progress=progress, resume=resume)
     best = traj.best

@@ -136,7 +136,8 @@ def state_of(run: dict):
         rec = load_trajectory(str(path)).record
     except LeirError:
         return "new", None                   # not a trajectory we wrote whole: start the run again
-    if rec["program"] != run["program"] or rec["options"] != run["options"]:
+    from .options import SearchOptions
+    if rec["program"] != run["program"] or SearchOptions.from_json(rec["options"]).to_json() != run["options"]:
         raise LeirError("holds a run of another program or with other options; use another output folder",
                         file=str(path))
     return ("done" if rec.get("complete") else "partial"), rec

@@ -81,14 +81,19 @@ class CostModel:
                 d = json.loads(line)
             except json.JSONDecodeError as e:
                 raise LeirError(f"not a JSON line: {e.msg}", lineno, e.colno, str(p)) from None
-            if d.get("version") != FEATURES_VERSION:
-                continue
-            x = self._align(d)
-            if x is not None:
-                self.add(x, float(d["log_speedup"]))
-                n += 1
+            n += self.add_row(d)
         self.database_rows += n
         return n
+
+    def add_row(self, d: dict) -> int:
+        """Add one stored row (1) unless its feature version or layout differs (0)."""
+        if d.get("version") != FEATURES_VERSION:
+            return 0
+        x = self._align(d)
+        if x is None:
+            return 0
+        self.add(x, float(d["log_speedup"]))
+        return 1
 
     def _align(self, d: dict) -> Optional[list[float]]:
         """A stored row in this model's feature order (strategies matched by name)."""

@@ -1,60 +1,103 @@
 """``SearchOptions``: everything a search run depends on, validated once, stored in the
-trajectory so that a run can be explained, replayed and resumed."""
+trajectory so that a run can be explained, replayed and resumed.
+
+One registry: each field carries its command-line flag, group, help and choices as field
+metadata (``opt``), and ``python -m search`` builds its parser from it (``add_option_flags``),
+so a new option is declared once. The choices of ``--algorithm`` and ``--policy`` are the
+keys of ``search.algorithms.ALGORITHMS`` and ``search.policies.POLICIES``.
+"""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Optional
 
 from engine.leir.diagnostics import LeirError
 
+from .algorithms import ALGORITHMS
 from .constraint import MODES
+from .policies import POLICIES
 
-ALGORITHM_NAMES = ("greedy", "beam", "bfs", "dfs", "mcts", "chain", "chain-no-parent")
-POLICY_NAMES = ("llm", "llm-free", "cost", "measure", "random")
+ALGORITHM_NAMES = tuple(ALGORITHMS)
+POLICY_NAMES = tuple(POLICIES)
 TARGET_NAMES = ("llvm", "cuda")
 CONSTRAINTS = MODES                          # how an llm answer is tied to the menu (search.constraint)
 MENU_DETAILS = ("compact", "full")           # menu entries: what changes | whole changed statements
+GROUPS = ("search", "measurement", "policies")
+
+SCREEN_SHARE = 0.25       # measure: share of the budget left screened per move
+COST_MARGIN = 0.02        # cost: predicted gain over the current node needed to pay for a measurement
+
+
+def opt(default, group: str, help: Optional[str] = None, *, choices=None, type=None, flag=None, aliases=()):
+    """A field of ``SearchOptions`` with its command-line flag (``flag=False``: none)."""
+    meta = {"group": group, "help": help, "choices": choices, "type": type, "flag": flag, "aliases": tuple(aliases)}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata={"cli": meta})
+    return field(default=default, metadata={"cli": meta})
 
 
 @dataclass
 class SearchOptions:
-    algorithm: str = "greedy"
-    policy: str = "cost"
-    budget: int = 64                  # samples: candidates verified (and measured when equal)
-    target: str = "llvm"
-    seed: int = 0
-    strategies: str = "paper"
+    algorithm: str = opt("greedy", "search", choices=ALGORITHM_NAMES)
+    policy: str = opt("cost", "search", choices=POLICY_NAMES)
+    budget: int = opt(64, "search", "samples: candidates verified and timed (default 64)")
+    target: str = opt("llvm", "search", choices=TARGET_NAMES)
+    seed: int = opt(0, "search")
+    strategies: str = opt("paper", "search",
+                          "strategy set or comma-separated names and sets (all, paper, extra, user, bitwise, graph, "
+                          "operator, memory, math; default paper: the paper's 43; your own strategies need 'all', "
+                          "'user' or their names)")
     # algorithm parameters; None: the paper's value for the algorithm (search.algorithms.PAPER)
-    iterations: Optional[int] = None
-    per_node: Optional[int] = None
-    beam_width: Optional[int] = None
-    max_depth: Optional[int] = None
-    rollout_depth: Optional[int] = None
+    iterations: Optional[int] = opt(None, "search", "override the paper's iterations (greedy, beam, mcts, chain)",
+                                    type=int)
+    per_node: Optional[int] = opt(None, "search", "override the proposals per expansion", type=int)
+    beam_width: Optional[int] = opt(None, "search", "override beam's k (2)", type=int)
+    max_depth: Optional[int] = opt(None, "search", "override BFS/DFS depth (20)", type=int)
+    rollout_depth: Optional[int] = opt(None, "search", "override MCTS rollout length (3)", type=int)
     # measurement
-    trials: int = 3                   # verification trials
-    timeout: float = 300.0            # seconds per build/run request
-    workers: int = 1                  # verifier worker processes (builds in parallel)
-    min_repeat_ms: float = 2.0        # each timed repeat runs the program this long at least
-    repeat: int = 7
-    confirm: int = 3                  # best nodes re-measured against the original at the end
+    trials: int = opt(3, "measurement", "verification trials (default 3)")
+    timeout: float = opt(300.0, "measurement", "seconds per build/run (default 300)")
+    workers: int = opt(1, "measurement", "verifier processes: builds in parallel")
+    min_repeat_ms: float = opt(2.0, "measurement")   # each timed repeat runs the program this long at least
+    repeat: int = opt(7, "measurement")
+    confirm: int = opt(3, "measurement", "best nodes re-timed against the original at the end")
     # policies
-    screen: int = 6                   # measure policy: candidates measured per choice
-    explore: float = 0.1              # cost policy: share of picks made at random
-    cost_db: Optional[str] = None     # cost policy: measurements of earlier runs (JSON lines)
-    endpoint: Optional[str] = None    # llm policies: OpenAI-compatible base URL
-    model: Optional[str] = None
-    api_key_env: str = "OPENAI_API_KEY"
-    constraint: str = "auto"
-    temperature: float = 0.3
-    max_tokens: int = 4096
-    llm_timeout: float = 120.0
-    retries: int = 4
-    menu_size: int = 40
-    menu_detail: str = "compact"
-    prompt_tokens: int = 2000         # menu entries are left out beyond this many (estimated) prompt tokens
-    system_prompt: str = "You are a helpful IR optimization assistant."
-    gpu_name: str = "H20-3e"
-    extra: dict = field(default_factory=dict)
+    screen: int = opt(6, "policies", "measure policy: candidates timed per choice")
+    explore: float = opt(0.1, "policies", "cost policy: share of random picks")
+    database: Optional[str] = opt(
+        None, "policies", "JSON-lines database of evaluations (append-only): its rows train the cost policy, "
+        "--resume reads this run's outcomes from it, and this run's outcomes are added to it (--cost-db: its "
+        "earlier name)", flag="--database", aliases=("--cost-db",))
+    endpoint: Optional[str] = opt(None, "policies", "llm policies: OpenAI-compatible base URL, e.g. "
+                                  "http://localhost:8000/v1")
+    model: Optional[str] = opt(None, "policies", "llm policies: model name as the server knows it")
+    api_key_env: str = opt("OPENAI_API_KEY", "policies", "environment variable holding the API key")
+    constraint: str = opt("auto", "policies",
+                          "auto (default): the first form the server accepts and follows, tried in order: choice "
+                          "(vLLM structured_outputs), regex (SGLang), grammar (llama.cpp GBNF), json (response_format "
+                          "json_schema), json-object (llama.cpp json_object + schema), openai (strict json_schema), "
+                          "none; vllm-json (structured_outputs json) on request only. Answers are parsed and checked "
+                          "either way", choices=CONSTRAINTS)
+    temperature: float = opt(0.3, "policies")
+    max_tokens: int = opt(4096, "policies")
+    llm_timeout: float = opt(120.0, "policies", "seconds per LLM request")
+    retries: int = opt(4, "policies", "retries on 429/5xx/timeouts (backoff)")
+    menu_size: int = opt(40, "policies", "menu entries shown to the model at most")
+    prompt_tokens: int = opt(2000, "policies", "menu entries beyond what keeps the prompt within this many tokens are "
+                             "left out (a tokenizer-free estimate, on the high side; default 2000)")
+    menu_detail: str = opt("compact", "policies", "menu entries show what changes (compact, default) or the whole "
+                           "changed statements (full)", choices=MENU_DETAILS)
+    system_prompt: str = opt("You are a helpful IR optimization assistant.", "policies")
+    gpu_name: str = opt("H20-3e", "policies", "GPU named in the prompt for --target cuda")
+    # additions (after the flags of earlier versions, so that --help only grows)
+    screen_share: float = opt(SCREEN_SHARE, "policies",
+                              f"measure policy: share of the budget left screened per move: ceil(left x share), at "
+                              f"least the proposals wanted, at most --screen, the menu and the budget left (default "
+                              f"{SCREEN_SHARE})")
+    cost_margin: float = opt(COST_MARGIN, "policies",
+                             f"cost policy: measure a candidate only when its predicted speedup over the current node "
+                             f"exceeds 1 + margin; when none does, the single best prediction (default {COST_MARGIN})")
+    extra: dict = opt({}, "search", flag=False)
 
     def validate(self) -> "SearchOptions":
         def need(ok: bool, what: str):
@@ -74,6 +117,8 @@ class SearchOptions:
         need(self.trials >= 1, "--trials must be at least 1")
         need(self.workers >= 1, "--workers must be at least 1")
         need(self.screen >= 1, "--screen must be at least 1")
+        need(0.0 < self.screen_share <= 1.0, "--screen-share must be above 0 and at most 1")
+        need(self.cost_margin >= 0.0, "--cost-margin must be at least 0")
         need(0.0 <= self.explore <= 1.0, "--explore must be between 0 and 1")
         need(self.menu_size >= 1, "--menu-size must be at least 1")
         need(self.prompt_tokens >= 1, "--prompt-tokens must be at least 1")
@@ -85,10 +130,59 @@ class SearchOptions:
             need(bool(self.model), f"--policy {self.policy} needs --model NAME (the served model's name)")
         return self
 
+    @property
+    def cost_db(self) -> Optional[str]:
+        """The name of ``database`` before it held more than the cost model's rows."""
+        return self.database
+
+    @cost_db.setter
+    def cost_db(self, path: Optional[str]) -> None:
+        self.database = path
+
     def to_json(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_json(cls, d: dict) -> "SearchOptions":
+        """Options from a trajectory's record; fields it lacks (an older version) take their
+        defaults, ``cost_db`` is read as ``database``."""
+        d = dict(d)
+        if "cost_db" in d and d.get("database") is None:
+            d["database"] = d.pop("cost_db")
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def add_option_flags(parser, groups: Optional[dict] = None) -> dict:
+    """Add a flag for every ``SearchOptions`` field that has one, in field order, to the named
+    argument groups (made when missing). Returns {group name: argparse group}."""
+    groups = dict(groups or {})
+    for f in fields(SearchOptions):
+        meta = f.metadata.get("cli")
+        if meta is None or meta["flag"] is False:
+            continue
+        g = groups.get(meta["group"])
+        if g is None:
+            g = groups[meta["group"]] = parser.add_argument_group(meta["group"])
+        flag = meta["flag"] or "--" + f.name.replace("_", "-")
+        kw = {"dest": f.name}
+        default = f.default if f.default is not MISSING else None
+        if default is not None:
+            kw["default"] = default
+            kw["type"] = meta["type"] or type(default)
+        elif meta["type"] is not None:
+            kw["type"] = meta["type"]
+        if meta["choices"] is not None:
+            kw["choices"] = meta["choices"]
+            kw.pop("type", None)
+        if meta["help"] is not None:
+            kw["help"] = meta["help"]
+        g.add_argument(flag, *meta["aliases"], **kw)
+    return groups
+
+
+def options_from_args(args) -> SearchOptions:
+    """The ``SearchOptions`` of parsed arguments (the fields that have a flag)."""
+    kw = {f.name: getattr(args, f.name) for f in fields(SearchOptions)
+          if f.metadata.get("cli", {}).get("flag") is not False and hasattr(args, f.name)}
+    return SearchOptions(**kw)

@@ -16,26 +16,42 @@ from engine.leir.canonical import renaming_key
 
 from .evaluate import Evaluator, Outcome, path_tolerance
 from .options import SearchOptions
-from .policies.base import Request
-from .space import Node, Space
+from .policies.base import Proposal, Request, Result
+from .space import FreeEdge, Node, Reached, Space, edge_json
 
 
 class Run:
     def __init__(self, program, options: SearchOptions, *, engine=None, out: Optional[str] = None,
-                 progress=None, log=None, resume: Optional[dict] = None, verifier=None):
+                 progress=None, log=None, resume: Optional[dict] = None, verifier=None, database=None):
+        """``resume``: the interrupted run's trajectory (its samples are not redone); ``database``:
+        a ``search.database.Database`` (by default the one ``options.database`` names, or an
+        in-memory one)."""
         from engine import Engine
 
+        from .context import Budget, PolicyContext
+        from .database import Database, machine_of, run_id
         from .policies import make_policy
         self.program = program
         self.options = options.validate()
         self.engine = engine if engine is not None else Engine(strategies=options.strategies)
         self.space = Space(self.engine)
+        self.run_id = run_id(program.to_json(), self.options.to_json())
+        self.root_key = renaming_key(program)
+        if database is None:
+            database = Database(self.options.database, machine=machine_of(self.options.target))
+        self.database = database
         recorded = {}
-        if resume:
-            recorded = {s["key"]: Outcome.from_json(s["outcome"]) for s in resume.get("samples", [])
-                        if s.get("key") and s.get("outcome")}
         self._resume_root = (resume or {}).get("original")
+        if resume is not None:
+            # what the database holds of this run, then what the trajectory recorded
+            recorded = {k: Outcome.from_json(o) for k, o in
+                        database.outcomes(self.root_key, self.options.target, self.run_id).items()}
+            recorded.update({s["key"]: Outcome.from_json(s["outcome"]) for s in resume.get("samples", [])
+                             if s.get("key") and s.get("outcome")})
+            if self._resume_root is None:
+                self._resume_root = database.baseline(self.root_key, self.options.target, self.run_id)
         self.resume = resume or {}            # the interrupted run's trajectory (policies reuse what they learnt)
+        self._committed = set(database.outcomes(self.root_key, self.options.target, self.run_id))
         self.evaluator = Evaluator(program, options.target, options.trials, options.timeout, options.workers,
                                    options.seed, options.min_repeat_ms, options.repeat, recorded, log, verifier)
         self.out = out
@@ -53,7 +69,12 @@ class Run:
         self.seconds = 0.0
         self.root: Optional[Node] = None
         self.best: dict = {}
-        self.policy = make_policy(self.options, self)
+        self.budget = Budget(self.options.budget, lambda: len(self.samples))
+        previous = ((self.resume.get("summary") or {}).get("policy") or {})
+        self.context = PolicyContext(program, self.budget, root=lambda: self.root, record_call=self.record_call,
+                                     previous=previous, engine=self.engine, space=self.space, database=database,
+                                     target=self.options.target)
+        self.policy = make_policy(self.options, self.context)
 
     # ------------------------------------------------------------------ budget and stopping
 
@@ -73,8 +94,11 @@ class Run:
     # ------------------------------------------------------------------ nodes
 
     def start(self) -> Node:
-        key = renaming_key(self.program)
+        key = self.root_key
+        resumed = self._resume_root is not None
         base = self.evaluator.measure_original(self._resume_root)
+        if not resumed:
+            self.database.add_original(self.run_id, key, self.options.target, base)
         self.root = Node(0, self.program, key, None, 0, median_ms=base["median_ms"], spread_ms=base["spread_ms"],
                          speedup=1.0)
         self.nodes.append(self.root)
@@ -96,7 +120,7 @@ class Run:
     def menu_empty(self, node: Node) -> bool:
         return not self.menu(node)
 
-    def _add_node(self, parent: Node, program, key: str, steps: list, strategy: str, outcome: Outcome,
+    def _add_node(self, parent: Node, program, key: str, steps: tuple, strategy: str, outcome: Outcome,
                   sample: Optional[int], via: str = "policy") -> Node:
         n = Node(len(self.nodes), program, key, parent.id, parent.depth + len(steps), tuple(steps),
                  parent.path + tuple(steps), strategy, outcome.median_ms, outcome.spread_ms, outcome.speedup,
@@ -131,31 +155,57 @@ class Run:
         self.checkpoint()
         return s["index"]
 
-    def _evaluate(self, node: Node, program, key: str, tolerance: str, kind: str, labels: list, **extra):
-        """(outcome, sample index or None when the state was already evaluated); ``labels``:
-        the strategies of the steps from ``node`` to the candidate."""
+    def _measure(self, node: Node, prop: Proposal, program, key: str, tolerance: str, kind: str, labels: list,
+                 **extra) -> Result:
+        """Verify and time one proposal (a sample unless the state was evaluated before in this
+        run); ``labels``: the strategies of the steps from ``node`` to the candidate."""
         (outcome, fresh), = self.evaluator.evaluate([(program, key, tolerance)])
-        idx = None
-        if fresh:
-            idx = self._record(node, kind, outcome, **extra)
-            path = [s.get("strategy", "") for s in node.path] + list(labels)
-            self.policy.observe(path, program, outcome)
+        idx = self._record(node, kind, outcome, **extra) if fresh else self._sample_of(key)
         if not outcome.accepted:
             self.closed.add(key)
-        return outcome, idx
+        return Result(prop, program, key, outcome, fresh, [s.strategy for s in node.path] + list(labels), idx)
 
-    def sample(self, node: Node, candidate) -> Outcome:
-        """Verify and time one menu candidate of ``node`` (charged to the budget unless already
-        evaluated); it does not become a node (``expand`` decides that)."""
-        tol = path_tolerance([s.get("exactness", "") for s in node.path] + [candidate.step.exactness])
-        outcome, _ = self._evaluate(node, candidate.program, candidate.key, tol, "menu", [candidate.step.strategy],
-                                    strategy=candidate.step.strategy, step=candidate.record(),
-                                      menu_number=candidate.number)
-        return outcome
+    def _learn(self, results: list) -> None:
+        """The policy observes what was paid for; each fresh outcome is committed to the
+        database once (with the features the policy computed)."""
+        fresh = [r for r in results if r.fresh]
+        if not fresh:
+            return
+        self.policy.observe(fresh)
+        for r in fresh:
+            if r.key in self._committed:          # a resumed run's outcome, stored by the run that paid for it
+                continue
+            self._committed.add(r.key)
+            self.database.add_outcome(self.run_id, self.root_key, self.options.target, self.program.name,
+                                      r.outcome.to_json(), r.features)
+
+    def _prepare(self, node: Node, prop: Proposal):
+        """(program, key, edge steps, label, tolerance, kind, sample fields, reached) of a proposal."""
+        if prop.candidate is not None:
+            c = prop.candidate
+            steps = tuple(st.detached() for st in c.steps)
+            tol = path_tolerance([s.exactness for s in node.path] + c.exactness)
+            extra = {"strategy": c.label, "menu_number": c.number, "call": prop.call}
+            if len(steps) == 1:
+                extra["step"] = c.record()
+            else:
+                extra["steps"] = c.records()
+            extra.update(prop.extra)
+            return c.program, c.key, steps, c.label, tol, "menu", extra, None
+        program, label = prop.program, prop.label or "free-form"
+        key = renaming_key(program)
+        step, replays = self.space.steps_reaching(node, key)
+        reached = Reached(step.detached(), replays) if step is not None else None
+        # the node's edge: the rule's step when it replays, else the text itself
+        steps = (reached.step,) if replays else (FreeEdge(label, program.to_leir()),)
+        extra = {"strategy": label, "call": prop.call, "leir": program.to_leir(),
+                 "reached_by_step": reached.to_json() if reached is not None else None}
+        return program, key, steps, label, "strict", "free", extra, reached
 
     def expand(self, node: Node, k: int, history: bool = True) -> list[Node]:
-        """Ask the policy for ``k`` proposals at ``node``; verify them; the accepted ones become
-        children. Returns the new children."""
+        """The policy generates proposals at ``node`` (``k``: the nodes wanted); the Run
+        verifies and times them (charging the budget, never past it); the policy observes the
+        results and chooses which accepted ones become children. Returns the new children."""
         if self.stopped():
             return []
         menu = self.menu(node)
@@ -163,8 +213,8 @@ class Run:
             return []
         req = Request(node, self.parent_of(node), menu, k, self.options.algorithm, history)
         node.expanded = True
-        new = []
-        for prop in self.policy.propose(req):
+        results, edges = [], {}
+        for prop in self.policy.generate(req):
             if prop.failure is not None:
                 if self.exhausted:
                     break
@@ -173,45 +223,36 @@ class Run:
                 self._record(node, "failed answer", None, status=f["reason"], message=f.get("message"),
                              call=prop.call, answer=f.get("answer"), leir=f.get("leir"), strategy=prop.label)
                 continue
-            if prop.candidate is not None:
-                c = prop.candidate
-                program, key, label, steps = c.program, c.key, c.step.strategy, [c.record()]
-                tol = path_tolerance([s.get("exactness", "") for s in node.path] + [c.step.exactness])
-                extra = {"strategy": label, "step": steps[0], "menu_number": c.number, "call": prop.call}
-                extra.update(prop.extra)
-                kind = "menu"
-                reached = None
-            else:
-                program, label = prop.program, prop.label or "free-form"
-                key = renaming_key(program)
-                step, replays = self.space.steps_reaching(node, key)
-                reached = step.to_json() if step is not None else None
-                if reached is not None:
-                    reached["replays"] = replays
-                # the node's edge: the rule's step when it replays, else the text itself
-                steps = [reached] if replays else \
-                    [{"free": True, "strategy": label, "exactness": "reassociating", "leir": program.to_leir()}]
-                tol = "strict"
-                kind = "free"
-                extra = {"strategy": label, "call": prop.call, "leir": program.to_leir(),
-                         "reached_by_step": reached}
+            program, key, steps, label, tol, kind, extra, reached = self._prepare(node, prop)
             if self.exhausted and self.evaluator.known(key) is None:
                 break                                 # it would be a new sample: the budget is spent
             if key in self.by_key:                    # a visited state (free-form answers only)
-                self.repeats += 1
-                same = "root" if key == self.root.key else ("current" if key == node.key else "visited")
-                node.failures.append({"reason": f"same as the {same} IR", "key": key, "leir": program.to_leir()})
+                self._repeat(node, key, program)
                 continue
-            outcome, idx = self._evaluate(node, program, key, tol, kind, [label], **extra)
-            if outcome.accepted:
-                child = self._add_node(node, program, key, steps, label, outcome,
-                                       idx if idx is not None else self._sample_of(key))
-                child.reached_by = reached if kind == "free" else None
-                new.append(child)
-            else:
-                node.failures.append({"reason": outcome.status, "message": outcome.message, "key": key,
+            r = self._measure(node, prop, program, key, tol, kind, [s.strategy for s in steps], **extra)
+            results.append(r)
+            edges[id(r)] = (steps, label, kind, reached)
+            if not r.accepted:
+                node.failures.append({"reason": r.outcome.status, "message": r.outcome.message, "key": key,
                                       "leir": program.to_leir() if kind == "free" else None})
+        self._learn(results)
+        new = []
+        for r in self.policy.choose(req, results):
+            if not r.accepted:
+                continue
+            if r.key in self.by_key:                  # the same state proposed twice in one batch
+                self._repeat(node, r.key, r.program)
+                continue
+            steps, label, kind, reached = edges[id(r)]
+            child = self._add_node(node, r.program, r.key, steps, label, r.outcome, r.sample)
+            child.reached_by = reached if kind == "free" else None
+            new.append(child)
         return new
+
+    def _repeat(self, node: Node, key: str, program) -> None:
+        self.repeats += 1
+        same = "root" if key == self.root.key else ("current" if key == node.key else "visited")
+        node.failures.append({"reason": f"same as the {same} IR", "key": key, "leir": program.to_leir()})
 
     def _sample_of(self, key: str) -> Optional[int]:
         for s in self.samples:
@@ -230,7 +271,7 @@ class Run:
             if not menu:
                 break
             c = menu[rng.randrange(len(menu))]
-            steps.append(c.record())
+            steps.append(c.step.detached())
             program = c.program
             current = Node(-1, program, c.key, None, 0, strategy=c.step.strategy)
         if not steps:
@@ -238,13 +279,16 @@ class Run:
         key = renaming_key(program)
         if key in self.by_key:
             return self.by_key[key]
-        tol = path_tolerance([s.get("exactness", "") for s in node.path + tuple(steps)])
-        outcome, idx = self._evaluate(node, program, key, tol, "rollout", [s["strategy"] for s in steps],
-                                      strategy="rollout", steps=steps)
-        if not outcome.accepted:
+        if self.exhausted and self.evaluator.known(key) is None:
             return None
-        label = steps[-1]["strategy"]
-        return self._add_node(node, program, key, steps, label, outcome, idx, via="rollout")
+        tol = path_tolerance([s.exactness for s in node.path + tuple(steps)])
+        r = self._measure(node, Proposal(program=program, label="rollout"), program, key, tol, "rollout",
+                          [s.strategy for s in steps], strategy="rollout", steps=edge_json(steps))
+        self._learn([r])
+        if not r.accepted:
+            return None
+        return self._add_node(node, program, key, tuple(steps), steps[-1].strategy, r.outcome, r.sample,
+                              via="rollout")
 
     # ------------------------------------------------------------------ the whole search
 
@@ -274,7 +318,7 @@ class Run:
         self.best = {"node": best.id, "key": best.key, "leir": best.leir, "speedup": best_sp,
                      "search_speedup": best.speedup, "median_ms": best.median_ms, "spread_ms": best.spread_ms,
                      "original_ms": self.root.median_ms, "original_spread_ms": self.root.spread_ms,
-                     "steps": list(best.path), "strategies": sorted({s.get("strategy", "") for s in best.path}),
+                     "steps": edge_json(best.path), "strategies": sorted({s.strategy for s in best.path}),
                      "confirmed": conf,
                      "confirmations": [{"node": n.id, **c} for n, c in zip(top, confirmed)]}
         self.seconds = time.perf_counter() - self.started
@@ -296,13 +340,13 @@ class Run:
 
 
 def run_search(program, options: SearchOptions, *, engine=None, out: Optional[str] = None, progress=None,
-               log=None, resume: Optional[dict] = None, verifier=None):
+               log=None, resume: Optional[dict] = None, verifier=None, database=None):
     """Run one search to its end; returns the ``Trajectory`` (also written to ``out``).
     ``engine`` and ``verifier`` may be shared across runs (loading rules and starting TVM
     workers cost seconds)."""
     from .trajectory import Trajectory
     run = Run(program, options, engine=engine, out=out, progress=progress, log=log, resume=resume,
-              verifier=verifier)
+              verifier=verifier, database=database)
     try:
         run.execute()
         return Trajectory(run.record(final=True))

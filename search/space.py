@@ -31,8 +31,8 @@ class Node:
     key: str                          # renaming key
     parent: Optional[int]
     depth: int
-    steps: tuple = ()                 # step records (JSON) from the parent to this node
-    path: tuple = ()                  # step records from the original program
+    steps: tuple = ()                 # the edge from the parent: engine Steps (or one FreeEdge)
+    path: tuple = ()                  # the edges' steps from the original program
     strategy: Optional[str] = None    # label of the last step ("free-form" for llm-free)
     median_ms: Optional[float] = None
     spread_ms: Optional[float] = None
@@ -44,28 +44,79 @@ class Node:
     value: float = 0.0
     expanded: bool = False
     failures: list = field(default_factory=list)   # failed proposals made at this node (prompt feedback)
-    reached_by: Optional[dict] = None  # llm-free: the enumerated step giving the same program, if any
+    reached_by: Optional["Reached"] = None  # llm-free: the enumerated step giving the same program, if any
 
     @property
     def leir(self) -> str:
         return self.program.to_leir()
 
 
+@dataclass(frozen=True)
+class FreeEdge:
+    """An edge no rule replays: a program the model wrote (``llm-free``), kept as its text."""
+
+    strategy: str
+    leir: str
+    exactness: str = "reassociating"
+
+    def to_json(self) -> dict:
+        return {"free": True, "strategy": self.strategy, "exactness": self.exactness, "leir": self.leir}
+
+
+@dataclass(frozen=True)
+class Reached:
+    """``llm-free``: the enumerated step of the node that gives the model's program, and
+    whether ``Engine.apply`` replays it."""
+
+    step: object
+    replays: bool
+
+    def to_json(self) -> dict:
+        return dict(self.step.to_json(), replays=self.replays)
+
+
+def edge_json(steps) -> list[dict]:
+    """An edge (or path) as the trajectory stores it: one JSON record per step."""
+    return [s.to_json() for s in steps]
+
+
 @dataclass
 class Candidate:
-    """One menu entry: a legal step of a node and what it gives."""
+    """One menu entry: a legal step of a node, or a composite move (``steps``: several steps,
+    each applied to the result of the one before, each replayable with ``Engine.apply``), and
+    what it gives."""
 
     number: int                       # 1-based position in the node's menu
-    step: object                      # engine Step
+    step: object                      # engine Step: the last one
     key: str                          # renaming key of the result
+    steps: tuple = ()                 # every step of the move (() means (step,))
+    name: Optional[str] = None        # a composite's name
+
+    def __post_init__(self):
+        if not self.steps:
+            self.steps = (self.step,)
+        elif self.steps[-1] is not self.step:
+            raise ValueError("a candidate's step is the last of its steps")
 
     @property
     def program(self):
         return self.step.program
 
+    @property
+    def label(self) -> str:
+        return self.name or self.step.strategy
+
+    @property
+    def exactness(self) -> list[str]:
+        return [s.exactness for s in self.steps]
+
     def record(self) -> dict:
-        """The step as stored in a trajectory (replayable with ``Engine.apply``)."""
+        """The (last) step as stored in a trajectory (replayable with ``Engine.apply``)."""
         return self.step.to_json()
+
+    def records(self) -> list[dict]:
+        """Every step of the move, as stored in a trajectory."""
+        return edge_json(self.steps)
 
 
 def inverse_table(engine) -> dict[str, frozenset]:

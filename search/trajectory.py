@@ -5,7 +5,8 @@ candidate was accepted (``best`` is then the original, with no steps).
 Top-level keys: ``format``, ``version``, ``program`` (the original, corpus JSON), ``options``,
 ``algorithm_parameters``, ``strategies``, ``rules`` (the rule files loaded: name and sha256 of
 each), ``original`` (its timing), ``nodes`` (id, parent, depth, steps from
-the parent, LEIR, time, speedup, the sample that produced it), ``samples`` (every candidate
+the parent (several for a rollout or a composite move), LEIR, time, speedup, the sample that
+produced it), ``samples`` (every candidate
 paid for: kind, step, status, verdict, timings), ``llm_calls`` (prompt, answers, tokens,
 latency, attempts, error), ``best`` (``leir``, ``speedup``, ``steps`` from the original,
 ``strategies``, the confirmation timings), ``summary`` (samples, stop reason, the
@@ -23,10 +24,12 @@ VERSION = 1
 
 
 def _node(n) -> dict:
+    """A node as JSON: the search holds ``Step`` objects, the trajectory their records."""
+    from .space import edge_json
     return {"id": n.id, "parent": n.parent, "depth": n.depth, "via": n.via, "strategy": n.strategy,
-            "steps": list(n.steps), "key": n.key, "leir": n.leir, "median_ms": n.median_ms,
+            "steps": edge_json(n.steps), "key": n.key, "leir": n.leir, "median_ms": n.median_ms,
             "spread_ms": n.spread_ms, "speedup": n.speedup, "sample": n.sample, "children": list(n.children),
-            "visits": n.visits, "reached_by": n.reached_by}
+            "visits": n.visits, "reached_by": n.reached_by.to_json() if n.reached_by is not None else None}
 
 
 def build_record(run, final: bool) -> dict:
@@ -53,7 +56,7 @@ def build_record(run, final: bool) -> dict:
         "summary": {"samples": len(run.samples), "budget": run.options.budget, "nodes": len(run.nodes),
                     "stop": run.stop_reason, "statuses": statuses, "repeated_proposals": run.repeats,
                     "withheld": dict(run.space.stats), "llm_calls": len(run.calls), "tokens": usage,
-                    "policy": run.policy.state(), "curve": run.curve, "seconds": round(run.seconds, 3)},
+                    "policy": run.policy.state(), "run": run.run_id, "curve": run.curve, "seconds": round(run.seconds, 3)},
     }
 
 

@@ -108,8 +108,9 @@ def test_inverse_and_visited_steps_are_not_offered(engine):
 
 def test_measure_policy_keeps_the_fastest_of_its_screen(engine, verifier, tmp_path):
     from search.run import run_search
+    # the whole budget on one screen (screen_share 1; the budget-aware default is tested in test_search_iface)
     traj = run_search(tiny_program(), options(algorithm="greedy", policy="measure", budget=4, screen=4,
-                                              iterations=1, per_node=1),
+                                              screen_share=1.0, iterations=1, per_node=1),
                       engine=engine, verifier=verifier, progress=lambda m: None)
     rec = traj.record
     screened = [s for s in rec["samples"] if s["status"] == "accepted"]

@@ -1,8 +1,11 @@
-"""The policy interface: given a node and its menu, propose up to ``k`` next states.
+"""The policy interface, in MetaSchedule's shape: ``generate`` proposals for a node, the Run
+measures them (charging the budget), ``observe`` the results, ``choose`` which become nodes.
 
-A proposal is a menu choice (legal by construction), a free-form program (``llm-free``:
-parsed and checked, never executed) or a failure (an answer that could not be used: it is
-recorded as a failed sample and never reaches verification)."""
+A proposal is a menu choice (a ``search.space.Candidate``, legal by construction; one step or
+a composite of several), a free-form program (``llm-free``: parsed and checked, never
+executed) or a failure (an answer that could not be used: it is recorded as a failed sample
+and never reaches verification). A policy sees the run only through its
+``search.context.PolicyContext``."""
 from __future__ import annotations
 
 import random
@@ -17,7 +20,7 @@ class Request:
     node: object                      # search.space.Node
     parent: Optional[object]          # its parent node (the prompt's history), or None
     menu: list                        # search.space.Candidate, numbered from 1
-    k: int                            # how many proposals the algorithm wants
+    k: int                            # how many nodes the algorithm wants
     algorithm: str
     history: bool = True              # show the parent (chain-no-parent: False)
 
@@ -32,23 +35,46 @@ class Proposal:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass
+class Result:
+    """A proposal the Run evaluated: its program, state key, outcome (cached or fresh), the
+    strategies of the path from the original, and the sample that paid for it."""
+
+    proposal: Proposal
+    program: object
+    key: str
+    outcome: object                      # search.evaluate.Outcome
+    fresh: bool                          # paid for now (False: evaluated before in this run)
+    path: list                           # strategies from the original to this state
+    sample: Optional[int] = None
+    features: Optional[dict] = None      # what the policy wants stored with it in the database
+
+    @property
+    def accepted(self) -> bool:
+        return self.outcome.accepted
+
+
 class Policy:
-    """Base: ``propose`` is the one method a policy must have; ``observe`` lets it learn from
-    every evaluated sample; ``close`` frees what it holds."""
+    """Base: ``generate`` is the one method a policy must have; ``observe`` lets it learn from
+    every result paid for; ``choose`` picks the results that become nodes (by default every
+    accepted one); ``close`` frees what it holds."""
 
     name = "policy"
     needs_menu = True
 
-    def __init__(self, options, run):
+    def __init__(self, options, ctx):
         self.options = options
-        self.run = run
+        self.ctx = ctx
         self.rng = random.Random(f"{options.policy}:{options.seed}")
 
-    def propose(self, req: Request) -> list[Proposal]:
+    def generate(self, req: Request) -> list[Proposal]:
         raise NotImplementedError
 
-    def observe(self, path_strategies: list, candidate_program, outcome) -> None:
+    def observe(self, results: list[Result]) -> None:
         pass
+
+    def choose(self, req: Request, results: list[Result]) -> list[Result]:
+        return [r for r in results if r.accepted]
 
     def state(self) -> dict:
         """What the trajectory records about the policy (model fits, calls, ...)."""

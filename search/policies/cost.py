@@ -1,31 +1,41 @@
-"""``cost``: a learned cost model ranks the menu; only the chosen candidates are measured.
+"""``cost``: a learned cost model ranks the menu; only what it predicts to win is measured.
 
 The model (``search.costmodel``: XGBoost on program features) learns from every measurement
-of the run as it arrives, and from a database of earlier runs when ``--cost-db`` names one
-(new measurements are added to it at the end). Until it has a few rows it picks at random,
-strategies taking turns, as MetaSchedule's first round does; afterwards a share ``explore``
-of the picks stays random (seeded), the rest are the best predicted.
+of the run as it arrives, and from the evaluation database when ``--database`` names one
+(this run's outcomes are appended to it, with their features, as they are measured). Until
+it has a few rows it picks at random, strategies taking turns, as MetaSchedule's first round
+does. Afterwards (item 4 of issue 21) a share ``explore`` of the picks stays random (seeded);
+the other picks are the best predicted, but only those predicted to beat the current node
+by more than ``cost_margin`` (predicted speedup over the node > 1 + margin). When nothing is
+predicted to win and no random pick was made, the single best prediction is measured: the
+explicit exploration rule that keeps the search moving and the model learning.
 """
 from __future__ import annotations
 
 import math
 
-from ..costmodel import CostModel, database_row, save_rows
-from ..features import PROGRAM_FEATURES, program_features, relative
-from .base import Policy, Proposal, Request, stratified
+from ..costmodel import CostModel
+from ..features import FEATURES_VERSION, PROGRAM_FEATURES, program_features, relative
+from .base import Policy, Proposal, Request, Result, stratified
 
 
 class CostPolicy(Policy):
     name = "cost"
 
-    def __init__(self, options, run):
-        super().__init__(options, run)
-        self.model = CostModel(run.engine.strategies, options.seed)
-        self.loaded = self.model.load(options.cost_db) if options.cost_db else 0
+    def __init__(self, options, ctx):
+        super().__init__(options, ctx)
+        self.model = CostModel(ctx.engine.strategies, options.seed)
+        self.loaded = 0
+        if ctx.database is not None:
+            from ..database import run_id
+            own = run_id(ctx.program.to_json(), options.to_json())
+            for row in ctx.database.cost_rows(exclude_run=own):
+                self.loaded += self.model.add_row(row)
+            self.model.database_rows += self.loaded
         self._features: dict[str, list[float]] = {}
-        self._new_rows: list[dict] = []
         self._root_features = None
-        self.picks = {"model": 0, "explore": 0, "cold": 0}
+        self.picks = {"model": 0, "explore": 0, "cold": 0, "best-guess": 0}
+        self.withheld = 0                 # ranked candidates not measured: predicted not to win
 
     def _program_features(self, program, key: str) -> list[float]:
         f = self._features.get(key)
@@ -36,52 +46,59 @@ class CostPolicy(Policy):
 
     def _x(self, program, key: str, path: list[str]) -> list[float]:
         if self._root_features is None:
-            root = self.run.root
+            root = self.ctx.root
             self._root_features = self._program_features(root.program, root.key)
         return relative(self._program_features(program, key), self._root_features, path, self.model.strategies)
 
-    def propose(self, req: Request) -> list[Proposal]:
+    def generate(self, req: Request) -> list[Proposal]:
         k = min(req.k, len(req.menu))
         order = stratified(req.menu, self.rng)
         if not self.model.ready:
             self.picks["cold"] += k
             return [Proposal(candidate=c) for c in order[:k]]
-        base_path = [s.get("strategy", "") for s in req.node.path]
-        xs = [self._x(c.program, c.key, base_path + [c.step.strategy]) for c in req.menu]
+        base_path = [s.strategy for s in req.node.path]
+        xs = [self._x(c.program, c.key, base_path + [s.strategy for s in c.steps]) for c in req.menu]
         scores = self.model.predict(xs)
-        ranked = [c for _, _, c in sorted(zip((-s for s in scores), (c.number for c in req.menu), req.menu),
-                                          key=lambda t: (t[0], t[1]))]
-        chosen, taken = [], set()
+        ranked = sorted(range(len(req.menu)), key=lambda i: (-scores[i], req.menu[i].number))
+        bar = math.log(max(req.node.speedup or 1.0, 1e-9)) + math.log1p(self.options.cost_margin)
+        winners = iter(i for i in ranked if scores[i] > bar)
         explore = iter(order)
+        by_number = {c.number: i for i, c in enumerate(req.menu)}
+        chosen, taken = [], set()
+
+        def take(i, tag):
+            c = req.menu[i]
+            chosen.append(Proposal(candidate=c, extra={"predicted_speedup": round(math.exp(scores[i]), 4),
+                                                       "pick": tag}))
+            taken.add(c.number)
+            self.picks[tag] += 1
+
         for _ in range(k):
             if self.rng.random() < self.options.explore:
-                pool, tag = explore, "explore"
+                i = next((by_number[c.number] for c in explore if c.number not in taken), None)
+                tag = "explore"
             else:
-                pool, tag = iter(ranked), "model"
-            for c in pool:
-                if c.number not in taken:
-                    chosen.append(Proposal(candidate=c, extra={"predicted_speedup": round(math.exp(
-                        scores[c.number - 1]), 4), "pick": tag}))
-                    taken.add(c.number)
-                    self.picks[tag] += 1
-                    break
+                i = next((i for i in winners if req.menu[i].number not in taken), None)
+                tag = "model"
+            if i is not None:
+                take(i, tag)
+        if not chosen:
+            take(ranked[0], "best-guess")
+        self.withheld += sum(1 for i in ranked[:k] if req.menu[i].number not in taken)
         return chosen
 
-    def observe(self, path, program, outcome) -> None:
-        if not outcome.accepted or not outcome.speedup:
-            return
-        key = outcome.key
-        x = self._x(program, key, path)
-        y = math.log(outcome.speedup)
-        self.model.add(x, y)
-        self._new_rows.append(database_row(self.run.program.name, self.run.root.key, key, x, len(PROGRAM_FEATURES),
-                                           path, y, self.options.target))
+    def observe(self, results: list[Result]) -> None:
+        for r in results:
+            o = r.outcome
+            if not o.accepted or not o.speedup:
+                continue
+            x = self._x(r.program, r.key, r.path)
+            y = math.log(o.speedup)
+            self.model.add(x, y)
+            n = len(PROGRAM_FEATURES)
+            r.features = {"version": FEATURES_VERSION, "program_features": x[:2 * n], "path_strategies": list(r.path),
+                          "log_speedup": y}
 
     def state(self) -> dict:
-        return {"database": self.options.cost_db, "database_rows": self.loaded, "rows": len(self.model.rows),
-                "fits": self.model.fits, "picks": dict(self.picks)}
-
-    def close(self) -> None:
-        if self.options.cost_db and self._new_rows:
-            save_rows(self.options.cost_db, self._new_rows)
-            self._new_rows = []
+        return {"database": self.options.database, "database_rows": self.loaded, "rows": len(self.model.rows),
+                "fits": self.model.fits, "picks": dict(self.picks), "withheld": self.withheld}

@@ -27,14 +27,13 @@ from .base import Policy, Proposal, Request
 class _LLMPolicy(Policy):
     purpose = "menu"
 
-    def __init__(self, options, run):
-        super().__init__(options, run)
+    def __init__(self, options, ctx):
+        super().__init__(options, ctx)
         self.client = ChatClient(options.endpoint, options.model, api_key_env=options.api_key_env,
                                  timeout=options.llm_timeout, retries=options.retries, seed=options.seed,
                                  backoff_s=float(options.extra.get("backoff_s", 0.5)))
         self.calls = 0
-        previous = (((getattr(run, "resume", None) or {}).get("summary") or {}).get("policy") or {})
-        self.negotiator = Negotiator(options.constraint, self.purpose, previous.get("negotiation"))
+        self.negotiator = Negotiator(options.constraint, self.purpose, ctx.previous.get("negotiation"))
 
     def prompt_options(self, req: Request) -> PromptOptions:
         return PromptOptions(algorithm=req.algorithm, target=self.options.target, gpu_name=self.options.gpu_name,
@@ -56,7 +55,7 @@ class _LLMPolicy(Policy):
         if shown is not None:       # shown number -> candidate (its number in the node's whole menu, step, result)
             record["menu"] = [{"number": i + 1, "candidate": c.number, "step": c.step.key,
                                "strategy": c.step.strategy, "key": c.key} for i, c in enumerate(shown)]
-        return res, self.run.record_call(record)
+        return res, self.ctx.record_call(record)
 
     def _try(self, req, form, messages, n, parts, shown):
         """One form. A validation error with n > 1 may be about n, not the form (llama-server
@@ -138,12 +137,12 @@ def _failed(f: dict) -> Proposal:
 class MenuLLMPolicy(_LLMPolicy):
     name = "llm"
 
-    def propose(self, req: Request) -> list[Proposal]:
-        left = max(1, self.options.budget - len(self.run.samples))
+    def generate(self, req: Request) -> list[Proposal]:
+        left = max(1, self.ctx.budget.left)
         # the entries the model sees (within --prompt-tokens), in menu order, shown as 1..m: the
         # one function the dataset's menu rows call too
         q = menu_question(req.node, req.menu, self.options, parent=req.parent, k=req.k, left=left,
-                          root_key=self.run.root.key, algorithm=req.algorithm, history=req.history)
+                          root_key=self.ctx.root.key, algorithm=req.algorithm, history=req.history)
         shown, k = list(q.shown), q.k
         m = len(shown)
         numbers = list(range(1, m + 1))
@@ -173,11 +172,11 @@ class FreeLLMPolicy(_LLMPolicy):
     needs_menu = False
     purpose = "free"
 
-    def propose(self, req: Request) -> list[Proposal]:
+    def generate(self, req: Request) -> list[Proposal]:
         from engine.leir.parser import parse_body
         k = max(1, req.k)
         messages = free_messages(req.node, self.prompt_options(req), parent=req.parent, k=k,
-                                 root_key=self.run.root.key)
+                                 root_key=self.ctx.root.key)
 
         def build(form):
             return messages, 1, (form.free(free_schema(k)) if form.free is not None else {})

@@ -1,25 +1,33 @@
-"""``measure``: no model; measures a screen of candidates and keeps the fastest.
+"""``measure``: no model; screen the menu by measurement and keep the fastest.
 
-At each choice it verifies and times up to ``screen`` menu entries (strategies taking turns,
-seeded), each one a sample charged to the budget, and proposes the ``k`` fastest verified
-ones. The budget bounds it: screening stops when the budget is spent."""
+It generates a screen of menu entries (strategies taking turns, seeded); the Run verifies and
+times each (a sample each); the ``k`` fastest verified ones become nodes. The screen follows
+the budget left (item 4 of issue 21): ``ceil(left x screen_share)``, at least the ``k``
+proposals wanted, at most ``--screen``, the menu and the budget left, so that a small budget
+buys several moves instead of one wide screen.
+"""
 from __future__ import annotations
 
-from .base import Policy, Proposal, Request, stratified
+import math
+
+from .base import Policy, Proposal, Request, Result, stratified
+
+
+def screen_width(left: int, share: float, k: int, cap: int, menu: int) -> int:
+    """How many candidates one move screens: clamp(ceil(left x share), k, min(cap, menu)),
+    never more than ``left``."""
+    return max(0, min(max(math.ceil(left * share), k), cap, menu, left))
 
 
 class MeasurePolicy(Policy):
     name = "measure"
 
-    def propose(self, req: Request) -> list[Proposal]:
-        order = stratified(req.menu, self.rng)
-        width = max(req.k, self.options.screen)
-        timed = []
-        for c in order[:width]:
-            if self.run.exhausted:
-                break
-            o = self.run.sample(req.node, c)
-            if o.accepted and o.speedup is not None:
-                timed.append((-o.speedup, c.number, c))
-        timed.sort(key=lambda t: (t[0], t[1]))
-        return [Proposal(candidate=c) for _, _, c in timed[:req.k]]
+    def generate(self, req: Request) -> list[Proposal]:
+        width = screen_width(self.ctx.budget.left, self.options.screen_share, req.k,
+                             max(req.k, self.options.screen), len(req.menu))
+        return [Proposal(candidate=c) for c in stratified(req.menu, self.rng)[:width]]
+
+    def choose(self, req: Request, results: list[Result]) -> list[Result]:
+        timed = [r for r in results if r.accepted and r.outcome.speedup is not None]
+        timed.sort(key=lambda r: (-r.outcome.speedup, r.proposal.candidate.number))
+        return timed[:req.k]

@@ -7,6 +7,6 @@ from .base import Policy, Proposal, Request
 class RandomPolicy(Policy):
     name = "random"
 
-    def propose(self, req: Request) -> list[Proposal]:
+    def generate(self, req: Request) -> list[Proposal]:
         picks = self.rng.sample(req.menu, min(req.k, len(req.menu)))
         return [Proposal(candidate=c) for c in picks]

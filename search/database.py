@@ -1,0 +1,129 @@
+"""One database of evaluations (JSON lines, append-only): the evaluation cache of ``--resume``,
+the cost model's rows, and what later runs learn from.
+
+Each line is one record, written once and flushed (a killed run loses at most the line it was
+writing; a torn last line is skipped when read and cut off before the next append). Kinds:
+
+* ``original``: a run's baseline timing (``run``, ``original`` key, ``target``, ``machine``);
+* ``outcome``: one evaluated candidate: keyed by (``key`` = renaming key, ``target``,
+  ``machine``), with the ``original`` it was verified against, the ``run`` that paid for it,
+  its ``outcome`` (verdict and timings) and, when the cost policy computed them, the features
+  the cost model needs at the top level (``version``, ``program_features``,
+  ``path_strategies``, ``log_speedup``: the cost-row format, so ``CostModel.load`` reads the
+  file as it is);
+* lines without ``kind`` are cost rows of ``--cost-db`` files of earlier versions.
+
+A verdict is against one original, and a timing holds on one machine: outcomes are reused
+only for the same original, target and machine.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Iterator, Optional
+
+from engine.leir.diagnostics import LeirError
+
+
+def run_id(program_json: dict, options_json: dict) -> str:
+    """A run's identity: its program and options (the database's path left out)."""
+    opts = {k: v for k, v in options_json.items() if k not in ("database", "cost_db")}
+    text = json.dumps([program_json, opts], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def machine_of(target: str) -> dict:
+    from dataset.timing import machine_label
+    return machine_label(target)
+
+
+class Database:
+    """Records in memory, appended to ``path`` when one is given (read first when it exists)."""
+
+    def __init__(self, path: Optional[str] = None, *, machine: Optional[dict] = None):
+        self.path = str(path) if path else None
+        self.machine = machine
+        self.records: list[dict] = []
+        self.torn = 0                 # unreadable last lines skipped
+        if self.path and Path(self.path).exists():
+            self.records = list(self._read(Path(self.path)))
+
+    def _read(self, p: Path) -> Iterator[dict]:
+        lines = p.read_text().splitlines()
+        for lineno, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as e:
+                if lineno == len(lines):          # a line cut short by a killed writer
+                    self.torn += 1
+                    continue
+                raise LeirError(f"not a JSON line: {e.msg}", lineno, e.colno, str(p)) from None
+            if isinstance(d, dict):
+                yield d
+
+    def append(self, record: dict) -> dict:
+        """Commit one record: in memory and, with a path, one line appended and flushed."""
+        self.records.append(record)
+        if self.path:
+            p = Path(self.path)
+            if p.parent and not p.parent.exists():
+                p.parent.mkdir(parents=True, exist_ok=True)
+            if p.exists() and p.stat().st_size:
+                with open(p, "rb+") as f:
+                    f.seek(-1, os.SEEK_END)
+                    if f.read(1) != b"\n":       # a torn last line (never committed): cut it off
+                        f.seek(0)
+                        f.truncate(f.read().rfind(b"\n") + 1)
+            with open(p, "a") as f:
+                f.write(json.dumps(record, sort_keys=True) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        return record
+
+    # ------------------------------------------------------------------ writing
+
+    def add_original(self, run: str, original_key: str, target: str, baseline: dict) -> dict:
+        return self.append({"kind": "original", "run": run, "original": original_key, "target": target,
+                            "machine": self.machine, "baseline": baseline})
+
+    def add_outcome(self, run: str, original_key: str, target: str, program: str, outcome: dict,
+                    features: Optional[dict] = None) -> dict:
+        rec = {"kind": "outcome", "run": run, "original": original_key, "key": outcome["key"], "target": target,
+               "machine": self.machine, "program": program, "outcome": outcome}
+        if features:
+            rec.update(features)
+        return self.append(rec)
+
+    # ------------------------------------------------------------------ reading
+
+    def _here(self, r: dict, original_key: str, target: str) -> bool:
+        return r.get("original") == original_key and r.get("target") == target and \
+            (self.machine is None or r.get("machine") == self.machine)
+
+    def outcomes(self, original_key: str, target: str, run: Optional[str] = None) -> dict[str, dict]:
+        """key -> outcome JSON of the outcomes against this original on this target and
+        machine (of one ``run`` when given; a later record of a key wins)."""
+        out = {}
+        for r in self.records:
+            if r.get("kind") == "outcome" and self._here(r, original_key, target) and \
+                    (run is None or r.get("run") == run) and isinstance(r.get("outcome"), dict):
+                out[r["key"]] = r["outcome"]
+        return out
+
+    def baseline(self, original_key: str, target: str, run: str) -> Optional[dict]:
+        found = None
+        for r in self.records:
+            if r.get("kind") == "original" and r.get("run") == run and self._here(r, original_key, target):
+                found = r.get("baseline")
+        return found
+
+    def cost_rows(self, exclude_run: Optional[str] = None) -> list[dict]:
+        """Rows with features (the cost model's): outcome records that carry them and the
+        rows of older ``--cost-db`` files; those of ``exclude_run`` left out (a resumed run
+        observes its own again)."""
+        return [r for r in self.records if "log_speedup" in r and r.get("kind") in (None, "outcome")
+                and (exclude_run is None or r.get("run") != exclude_run)]
