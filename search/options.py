@@ -8,7 +8,7 @@ keys of ``search.algorithms.ALGORITHMS`` and ``search.policies.POLICIES``.
 """
 from __future__ import annotations
 
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, InitVar, asdict, dataclass, field, fields
 from typing import Optional
 
 from engine.leir.diagnostics import LeirError
@@ -98,6 +98,11 @@ class SearchOptions:
                              f"cost policy: measure a candidate only when its predicted speedup over the current node "
                              f"exceeds 1 + margin; when none does, the single best prediction (default {COST_MARGIN})")
     extra: dict = opt({}, "search", flag=False)
+    cost_db: InitVar[Optional[str]] = None          # the earlier name of ``database`` (a property below)
+
+    def __post_init__(self, cost_db):
+        if cost_db is not None and isinstance(cost_db, str):
+            self.database = cost_db
 
     def validate(self) -> "SearchOptions":
         def need(ok: bool, what: str):
@@ -130,15 +135,6 @@ class SearchOptions:
             need(bool(self.model), f"--policy {self.policy} needs --model NAME (the served model's name)")
         return self
 
-    @property
-    def cost_db(self) -> Optional[str]:
-        """The name of ``database`` before it held more than the cost model's rows."""
-        return self.database
-
-    @cost_db.setter
-    def cost_db(self, path: Optional[str]) -> None:
-        self.database = path
-
     def to_json(self) -> dict:
         return asdict(self)
 
@@ -151,6 +147,18 @@ class SearchOptions:
             d["database"] = d.pop("cost_db")
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def _get_cost_db(self) -> Optional[str]:
+    return self.database
+
+
+def _set_cost_db(self, path: Optional[str]) -> None:
+    self.database = path
+
+
+# ``cost_db``: read and written as ``database`` (the constructor takes it too, as an InitVar)
+SearchOptions.cost_db = property(_get_cost_db, _set_cost_db, doc="the earlier name of ``database``")
 
 
 def add_option_flags(parser, groups: Optional[dict] = None) -> dict:

@@ -5,6 +5,11 @@ A *sample* is a candidate paid for: a state verified for the first time in this 
 timed when equal), or a model answer that could not be used (parse failure, an answer off
 the menu, an HTTP error after retries, a timeout). The budget bounds the samples. A state
 already evaluated costs nothing again, and an already visited state is never offered.
+
+Measuring is the Run's alone: the policy generates proposals (seeing the run only through a
+``search.context.PolicyContext``), the Run verifies and times them, stopping at the budget,
+commits each fresh outcome to the evaluation database, lets the policy observe the results
+and choose which accepted ones become nodes.
 """
 from __future__ import annotations
 
@@ -40,18 +45,19 @@ class Run:
         if database is None:
             database = Database(self.options.database, machine=machine_of(self.options.target))
         self.database = database
-        recorded = {}
+        recorded, stored = {}, {}
         self._resume_root = (resume or {}).get("original")
         if resume is not None:
             # what the database holds of this run, then what the trajectory recorded
-            recorded = {k: Outcome.from_json(o) for k, o in
-                        database.outcomes(self.root_key, self.options.target, self.run_id).items()}
+            stored = database.outcomes(self.root_key, self.options.target, self.run_id)
+            recorded = {k: Outcome.from_json(o) for k, o in stored.items()}
             recorded.update({s["key"]: Outcome.from_json(s["outcome"]) for s in resume.get("samples", [])
                              if s.get("key") and s.get("outcome")})
             if self._resume_root is None:
                 self._resume_root = database.baseline(self.root_key, self.options.target, self.run_id)
         self.resume = resume or {}            # the interrupted run's trajectory (policies reuse what they learnt)
-        self._committed = set(database.outcomes(self.root_key, self.options.target, self.run_id))
+        # outcomes the database already holds for this run (resumed: not committed twice)
+        self._committed = set(stored)
         self.evaluator = Evaluator(program, options.target, options.trials, options.timeout, options.workers,
                                    options.seed, options.min_repeat_ms, options.repeat, recorded, log, verifier)
         self.out = out
@@ -244,7 +250,10 @@ class Run:
                 self._repeat(node, r.key, r.program)
                 continue
             steps, label, kind, reached = edges[id(r)]
-            child = self._add_node(node, r.program, r.key, steps, label, r.outcome, r.sample)
+            # a menu move's node is named by its last step (the inverse rule reads it); the
+            # composite's name stays in its sample
+            name = steps[-1].strategy if kind == "menu" else label
+            child = self._add_node(node, r.program, r.key, steps, name, r.outcome, r.sample)
             child.reached_by = reached if kind == "free" else None
             new.append(child)
         return new
