@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--beam-width", type=int, help="override beam's k (2)")
     g.add_argument("--max-depth", type=int, help="override BFS/DFS depth (20)")
     g.add_argument("--rollout-depth", type=int, help="override MCTS rollout length (3)")
+    g.add_argument("--kernel-nodes", type=int, help="kernels: variants held in the e-graph at most (2000)")
+    g.add_argument("--kernel-seconds", type=float, help="kernels: seconds of kernel enumeration at most (300)")
     m = ap.add_argument_group("measurement")
     m.add_argument("--trials", type=int, default=d.trials, help="verification trials (default 3)")
     m.add_argument("--timeout", type=float, default=d.timeout, help="seconds per build/run (default 300)")
@@ -104,7 +106,7 @@ def _main(argv) -> int:
     program = load_program(a.program, a.name)
     opts = SearchOptions(**{k: getattr(a, k) for k in (
         "algorithm", "policy", "budget", "target", "seed", "strategies", "iterations", "per_node", "beam_width",
-        "max_depth", "rollout_depth", "trials", "timeout", "workers", "min_repeat_ms", "repeat", "confirm", "screen",
+        "max_depth", "rollout_depth", "kernel_nodes", "kernel_seconds", "trials", "timeout", "workers", "min_repeat_ms", "repeat", "confirm", "screen",
         "explore", "cost_db", "endpoint", "model", "api_key_env", "constraint", "temperature", "max_tokens",
         "llm_timeout", "retries", "menu_size", "menu_detail", "prompt_tokens", "system_prompt", "gpu_name")})
     if "," in opts.strategies:

@@ -21,6 +21,8 @@ PAPER = {
     "mcts": {"iterations": 20, "per_node": 1, "rollout_depth": 3},
     "chain": {"iterations": 20, "per_node": 1},
     "chain-no-parent": {"iterations": 20, "per_node": 1},
+    # not the paper's: per-statement kernels and e-graph extraction (search.kernel_search)
+    "kernels": {"max_depth": 3, "kernel_nodes": 2000, "kernel_seconds": 300.0},
 }
 
 UCB_C = 1.414
@@ -31,8 +33,8 @@ WIDEN = 0.5                # MCTS progressive widening: a node may have ceil(vis
 def params(options) -> dict:
     """The paper's parameters of ``options.algorithm``, with the options' overrides."""
     p = dict(PAPER[options.algorithm])
-    for k in ("iterations", "per_node", "beam_width", "max_depth", "rollout_depth"):
-        v = getattr(options, k)
+    for k in ("iterations", "per_node", "beam_width", "max_depth", "rollout_depth", "kernel_nodes", "kernel_seconds"):
+        v = getattr(options, k, None)
         if v is not None:
             p[k] = v
     return p
@@ -177,5 +179,12 @@ def chain_no_parent(run, p):
     chain(run, p, history=False)
 
 
+def kernels(run, p):
+    """Per-statement kernels measured alone, their choices held in an e-graph and extracted
+    (``search.kernel_search``)."""
+    from .kernel_search import kernels as search_kernels
+    search_kernels(run, p)
+
+
 ALGORITHMS = {"greedy": greedy, "beam": beam, "bfs": bfs, "dfs": dfs, "mcts": mcts, "chain": chain,
-              "chain-no-parent": chain_no_parent}
+              "chain-no-parent": chain_no_parent, "kernels": kernels}

@@ -9,7 +9,7 @@ from engine.leir.diagnostics import LeirError
 
 from .constraint import MODES
 
-ALGORITHM_NAMES = ("greedy", "beam", "bfs", "dfs", "mcts", "chain", "chain-no-parent")
+ALGORITHM_NAMES = ("greedy", "beam", "bfs", "dfs", "mcts", "chain", "chain-no-parent", "kernels")
 POLICY_NAMES = ("llm", "llm-free", "cost", "measure", "random")
 TARGET_NAMES = ("llvm", "cuda")
 CONSTRAINTS = MODES                          # how an llm answer is tied to the menu (search.constraint)
@@ -30,6 +30,8 @@ class SearchOptions:
     beam_width: Optional[int] = None
     max_depth: Optional[int] = None
     rollout_depth: Optional[int] = None
+    kernel_nodes: Optional[int] = None         # kernels: variants held in the e-graph at most
+    kernel_seconds: Optional[float] = None     # kernels: seconds of kernel enumeration at most
     # measurement
     trials: int = 3                   # verification trials
     timeout: float = 300.0            # seconds per build/run request
@@ -71,6 +73,8 @@ class SearchOptions:
             v = getattr(self, name)
             need(v is None or v >= 1, f"--{name.replace('_', '-')} must be at least 1")
         need(self.rollout_depth is None or self.rollout_depth >= 0, "--rollout-depth must be at least 0")
+        need(self.kernel_nodes is None or self.kernel_nodes >= 1, "--kernel-nodes must be at least 1")
+        need(self.kernel_seconds is None or self.kernel_seconds > 0, "--kernel-seconds must be positive")
         need(self.trials >= 1, "--trials must be at least 1")
         need(self.workers >= 1, "--workers must be at least 1")
         need(self.screen >= 1, "--screen must be at least 1")
