@@ -278,7 +278,7 @@ class TableVerifier:
         from engine.leir.printer import item_to_str
         self._text = item_to_str
         self.original = {item_to_str(n) for n in original.body}
-        self.verified = 0
+        self.verified = self.measured = 0
 
     def ms(self, program) -> float:
         return sum(1.0 if self._text(n) in self.original else min(0.9, 60.0 / len(self._text(n)))
@@ -291,6 +291,7 @@ class TableVerifier:
 
     def measure(self, program):
         from lowering.verifier import Measurement
+        self.measured += 1
         t = self.ms(program)
         return Measurement(True, "measured", median_ms=t, spread_ms=0.0, times_ms=[t] * 3)
 
@@ -325,6 +326,21 @@ def test_kernels_composes_the_cheapest_choice_and_replays(engine, verifier):
     tol = path_tolerance([st.get("exactness", "") for st in best["steps"]])
     assert verifier.verify(program, again, tol).equal
     assert k["egraph"]["programs"] > k["egraph"]["kernel_enodes"]
+
+
+def test_resumed_kernels_run_measures_nothing_again(engine):
+    """A run resumed from its finished trajectory reuses every recorded kernel, structure and
+    composed verdict and timing: the same choices, no verifier call."""
+    from search import run_search
+    program = parse(SMALL_SOFTMAX)
+    first = run_search(program, options(budget=9), engine=engine, verifier=TableVerifier(program),
+                       progress=lambda m: None).record
+    table = TableVerifier(program)
+    again = run_search(program, options(budget=9), engine=engine, verifier=table, resume=first,
+                       progress=lambda m: None).record
+    assert (table.verified, table.measured) == (0, 0)
+    assert [s["key"] for s in again["samples"]] == [s["key"] for s in first["samples"]]
+    assert again["best"]["leir"] == first["best"]["leir"]
 
 
 def test_budget_below_the_slots_stops_cleanly(engine, verifier):
