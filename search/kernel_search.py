@@ -289,7 +289,9 @@ class KernelSearch:
                 found.append((len(c.program.body), c.number, c, slots))
         found.sort(key=lambda t: (t[0], t[1]))
         for _, _, c, slots in found:
-            if len(self.variants) >= self.limits.nodes:
+            fresh = {sl.key for sl in slots} - set(self.variants)
+            if len(self.variants) + len(fresh) > self.limits.nodes:
+                self.limits.stop = f"kernel nodes ({self.limits.nodes})"
                 break
             s = Structure(len(self.structures), c.program, c.record(), slots)
             for sl in slots:

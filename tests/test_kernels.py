@@ -350,3 +350,28 @@ def test_budget_below_the_slots_stops_cleanly(engine, verifier):
     assert traj.samples == 0
     assert "budget below" in traj["summary"]["stop"]
     assert traj.best["steps"] == []
+
+
+@pytest.mark.parametrize("field,value,message", [("kernel_nodes", 0, "--kernel-nodes"),
+                                                 ("kernel_seconds", 0.0, "--kernel-seconds")])
+def test_kernel_limits_are_checked(field, value, message):
+    from engine.leir.diagnostics import LeirError
+    with pytest.raises(LeirError, match=message):
+        options(**{field: value}).validate()
+
+
+def test_kernel_limits_reach_the_algorithm_parameters():
+    from search.algorithms import params
+    assert params(options()) == {"max_depth": 3, "kernel_nodes": 300, "kernel_seconds": 300.0}
+    assert params(options(max_depth=1, kernel_seconds=5.0))["max_depth"] == 1
+
+
+def test_node_limit_stops_the_local_search_and_says_so(engine):
+    from search import run_search
+    program = parse(SMALL_SOFTMAX)
+    rec = run_search(program, options(budget=8, kernel_nodes=10), engine=engine, verifier=TableVerifier(program),
+                     progress=lambda m: None).record
+    k = rec["summary"]["kernels"]
+    assert k["variants"] <= 10 and k["local_stop"] == "kernel nodes (10)"
+    assert rec["summary"]["stop"] == "kernels: kernel nodes (10)"
+    assert rec["summary"]["samples"] <= 8
