@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from engine.leir.ast import TensorDecl, equations
 from engine.leir.canonical import renaming_key
 from engine.leir.diagnostics import LeirError
+from engine.leir.limits import MAX_NAME_LENGTH
 from engine.leir.printer import item_to_str
 from engine.leir.program import make_program
 
@@ -80,7 +81,9 @@ def kernel_program(program, start: int, stop: int, writes=None, reads=None, name
     outs = [n for n in order if n in w and (n in later or n in program_outputs)] or [n for n in order if n in w]
     ins = [n for n in order if n in r and n not in w]
     decl = lambda n: TensorDecl(n, buffers[n].dtype, tuple(buffers[n].shape))  # noqa: E731
-    return make_program(name or f"{program.name}_k{start}", [decl(n) for n in ins], [decl(n) for n in outs],
+    suffix = f"_k{start}"
+    name = name or program.name[:MAX_NAME_LENGTH - len(suffix)] + suffix
+    return make_program(name, [decl(n) for n in ins], [decl(n) for n in outs],
                         program.body[start:stop])
 
 

@@ -375,3 +375,11 @@ def test_node_limit_stops_the_local_search_and_says_so(engine):
     assert k["variants"] <= 10 and k["local_stop"] == "kernel nodes (10)"
     assert rec["summary"]["stop"] == "kernels: kernel nodes (10)"
     assert rec["summary"]["samples"] <= 8
+
+
+def test_a_long_program_name_still_splits():
+    from engine.leir.program import make_program
+    from search.kernels import split
+    p = parse(SMALL_SOFTMAX)
+    long = make_program("x" * 128, p.inputs, p.outputs, p.body)
+    assert [len(s.kernel.name) for s in split(long)] == [128, 128, 128]
