@@ -383,3 +383,14 @@ def test_a_long_program_name_still_splits():
     p = parse(SMALL_SOFTMAX)
     long = make_program("x" * 128, p.inputs, p.outputs, p.body)
     assert [len(s.kernel.name) for s in split(long)] == [128, 128, 128]
+
+
+def test_same_seed_same_choices(engine):
+    """With the same timings, two runs make the same samples, e-graph and composition."""
+    from search import run_search
+    program = parse(SMALL_SOFTMAX)
+    runs = [run_search(program, options(budget=9, seed=3), engine=engine, verifier=TableVerifier(program),
+                       progress=lambda m: None).record for _ in range(2)]
+    same = lambda r: ([(s["kind"], s["key"], s.get("kernel_steps")) for s in r["samples"]],  # noqa: E731
+                      r["summary"]["kernels"]["egraph"], r["summary"]["kernels"]["composed"], r["best"]["leir"])
+    assert same(runs[0]) == same(runs[1])
