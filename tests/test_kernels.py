@@ -235,6 +235,7 @@ def test_kernels_run_within_budget_replays(tmp_path, engine, verifier):
     kinds = [s["kind"] for s in rec["samples"]]
     assert kinds[:3] == ["kernel"] * 3                  # the three statements, each timed alone
     k = rec["summary"]["kernels"]
+    assert k["target"] == "llvm" and k["machine"]["cores"] >= 1
     assert [s["statements"] for s in k["slots"]] == [[0, 1], [1, 2], [2, 3]]
     assert k["kernel_sum_ms"] == pytest.approx(sum(s["ms"] for s in k["slots"]))
     assert k["egraph"]["programs"] >= k["egraph"]["kernel_enodes"] >= 3
