@@ -1,6 +1,8 @@
 """The seven search algorithms of the paper, over one ``Run`` (which asks the policy, verifies,
 measures, charges the budget and keeps the nodes). Each is a short loop; their parameters are
 one table, the paper's by default (spec search.md 5), each overridable from the command line.
+An eighth, ``kernels``, is not the paper's: it searches per-statement kernels and extracts
+their composition from an e-graph (``search.kernel_search``; it chooses without the policy).
 
 Differences from the reference implementation, on purpose (spec search.md 9): BFS/DFS enqueue
 only verified candidates and use the paper's depth 20 (the reference: 4); MCTS runs the
@@ -21,6 +23,8 @@ PAPER = {
     "mcts": {"iterations": 20, "per_node": 1, "rollout_depth": 3},
     "chain": {"iterations": 20, "per_node": 1},
     "chain-no-parent": {"iterations": 20, "per_node": 1},
+    # not the paper's: per-statement kernels and e-graph extraction (search.kernel_search)
+    "kernels": {"max_depth": 3, "kernel_nodes": 2000, "kernel_seconds": 300.0},
 }
 
 UCB_C = 1.414
@@ -31,8 +35,8 @@ WIDEN = 0.5                # MCTS progressive widening: a node may have ceil(vis
 def params(options) -> dict:
     """The paper's parameters of ``options.algorithm``, with the options' overrides."""
     p = dict(PAPER[options.algorithm])
-    for k in ("iterations", "per_node", "beam_width", "max_depth", "rollout_depth"):
-        v = getattr(options, k)
+    for k in ("iterations", "per_node", "beam_width", "max_depth", "rollout_depth", "kernel_nodes", "kernel_seconds"):
+        v = getattr(options, k, None)
         if v is not None:
             p[k] = v
     return p
@@ -177,5 +181,12 @@ def chain_no_parent(run, p):
     chain(run, p, history=False)
 
 
+def kernels(run, p):
+    """Per-statement kernels measured alone, their choices held in an e-graph and extracted
+    (``search.kernel_search``)."""
+    from .kernel_search import kernels as search_kernels
+    search_kernels(run, p)
+
+
 ALGORITHMS = {"greedy": greedy, "beam": beam, "bfs": bfs, "dfs": dfs, "mcts": mcts, "chain": chain,
-              "chain-no-parent": chain_no_parent}
+              "chain-no-parent": chain_no_parent, "kernels": kernels}

@@ -54,6 +54,9 @@ class SearchOptions:
     beam_width: Optional[int] = opt(None, "search", "override beam's k (2)", type=int)
     max_depth: Optional[int] = opt(None, "search", "override BFS/DFS depth (20)", type=int)
     rollout_depth: Optional[int] = opt(None, "search", "override MCTS rollout length (3)", type=int)
+    kernel_nodes: Optional[int] = opt(None, "search", "kernels: variants held in the e-graph at most (2000)", type=int)
+    kernel_seconds: Optional[float] = opt(None, "search", "kernels: seconds of kernel enumeration at most (300)",
+                                          type=float)
     # measurement
     trials: int = opt(3, "measurement", "verification trials (default 3)")
     timeout: float = opt(300.0, "measurement", "seconds per build/run (default 300)")
@@ -119,6 +122,8 @@ class SearchOptions:
             v = getattr(self, name)
             need(v is None or v >= 1, f"--{name.replace('_', '-')} must be at least 1")
         need(self.rollout_depth is None or self.rollout_depth >= 0, "--rollout-depth must be at least 0")
+        need(self.kernel_nodes is None or self.kernel_nodes >= 1, "--kernel-nodes must be at least 1")
+        need(self.kernel_seconds is None or self.kernel_seconds > 0, "--kernel-seconds must be positive")
         need(self.trials >= 1, "--trials must be at least 1")
         need(self.workers >= 1, "--workers must be at least 1")
         need(self.screen >= 1, "--screen must be at least 1")

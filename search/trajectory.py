@@ -56,7 +56,8 @@ def build_record(run, final: bool) -> dict:
         "summary": {"samples": len(run.samples), "budget": run.options.budget, "nodes": len(run.nodes),
                     "stop": run.stop_reason, "statuses": statuses, "repeated_proposals": run.repeats,
                     "withheld": dict(run.space.stats), "llm_calls": len(run.calls), "tokens": usage,
-                    "policy": run.policy.state(), "run": run.run_id, "curve": run.curve, "seconds": round(run.seconds, 3)},
+                    "policy": run.policy.state(), "run": run.run_id, "curve": run.curve, "seconds": round(run.seconds, 3),
+                    **({"kernels": run.kernel_stats} if getattr(run, "kernel_stats", None) else {})},
     }
 
 

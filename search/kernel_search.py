@@ -1,0 +1,444 @@
+"""``--algorithm kernels``: search statements, not programs.
+
+The root is split into per-statement kernels (``search.kernels``); each kernel is measured
+alone (a sample) and its variants are explored with the engine's steps on the kernel program
+(local by construction), each verified against its kernel on seeded inputs and timed alone (a
+sample). Cross-statement steps of the root (fusion, inline, online softmax, ...) give other
+*structures*; their kernels are keyed by renaming key, so a statement they leave alone shares
+the root's slot, its variants and its measurements. Every slot's variants are one e-class of
+``search.egraph.ChoiceGraph``; what to measure next is read off an optimistic extraction
+(measured time where known, an estimate elsewhere), and the result is the extraction over
+measured kernels only, composed back into one program by replaying each kernel step on the
+whole program, then verified and timed whole (one sample).
+
+Estimates of unmeasured variants: the kernel cost model's prediction (``CostModel`` rows of
+this run's kernel measurements, relative to the slot's kernel; the shipped prior when the
+package has one) once it has ``MODEL_ROWS`` rows; before that ``OPTIMISM`` times the parent
+variant's time, ties broken by a seeded round-robin over strategies. Structures are explored
+in order of fewer statements (fewer passes over memory) while their cost (a whole-program
+verification plus their new kernels) leaves half the remaining budget to variants.
+
+Limits: ``max_depth`` steps per kernel variant, ``kernel_nodes`` variants held in the e-graph,
+``kernel_seconds`` of enumeration; the reason the local search stopped is reported.
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from engine.leir.canonical import renaming_key
+from engine.leir.diagnostics import LeirError
+from engine.rewrite.steps import Step
+
+from .egraph import ChoiceGraph
+from .evaluate import ACCEPTED, Outcome, path_tolerance
+from .kernels import Slot, local_slot, map_steps, replays, split
+
+OPTIMISM = 0.9          # an unmeasured variant, before the model is ready: expected at 0.9x its parent's time
+MODEL_ROWS = 3          # kernel measurements (variants) before the model's estimates are used
+STRUCTURE_SHARE = 0.5   # a structure is explored only while it costs at most this share of the samples left
+STRUCTURE_SAMPLES = 16  # and at most one structure per this many samples of the budget
+
+
+@dataclass
+class Variant:
+    """A kernel program in a slot's e-class: the slot's kernel (no steps) or reached from it."""
+
+    key: str
+    base: str                          # key of the slot's kernel
+    program: object
+    steps: tuple = ()                  # kernel-level step records from the slot's kernel
+    keys: tuple = ()                   # renaming key of the kernel after each step
+    parent: Optional[str] = None
+    rank: int = 0                      # prior order among its siblings
+    ms: Optional[float] = None
+    status: Optional[str] = None       # None: unmeasured; "accepted" or why not
+    expanded: bool = False
+
+    @property
+    def depth(self) -> int:
+        return len(self.steps)
+
+    @property
+    def strategies(self) -> list[str]:
+        return [s.get("strategy", "") for s in self.steps]
+
+
+@dataclass
+class Structure:
+    sid: int
+    program: object
+    step: Optional[dict]               # the root's cross-statement step (None: the root)
+    slots: list
+    verified: Optional[bool] = None    # None: not explored
+
+
+@dataclass
+class Limits:
+    depth: int
+    nodes: int
+    seconds: float
+    stop: Optional[str] = None
+    enumerated: int = 0
+    seconds_spent: float = 0.0
+
+
+def _record_of(step) -> dict:
+    """A step's record without its (kernel) program text."""
+    d = step.provenance()
+    d["key"] = step.key
+    return d
+
+
+def _round_robin(steps: list, rng: random.Random) -> list:
+    """Steps in a seeded order in which strategies take turns."""
+    by: dict[str, list] = {}
+    for s in steps:
+        by.setdefault(s.strategy, []).append(s)
+    names = sorted(by)
+    rng.shuffle(names)
+    for n in names:
+        rng.shuffle(by[n])
+    out = []
+    while any(by.values()):
+        for n in names:
+            if by[n]:
+                out.append(by[n].pop(0))
+    return out
+
+
+class KernelSearch:
+    """One ``kernels`` search over a ``Run`` (its root, engine, verifier, samples and nodes)."""
+
+    def __init__(self, run, p: dict):
+        self.run = run
+        self.engine = run.engine
+        self.verifier = run.evaluator.verifier
+        self.options = run.options
+        self.rng = random.Random(run.options.seed)
+        self.limits = Limits(p.get("max_depth", 3), p.get("kernel_nodes", 2000), p.get("kernel_seconds", 300.0))
+        self.graph = ChoiceGraph()
+        self.variants: dict[str, Variant] = {}
+        self.structures: list[Structure] = []
+        self.model = self._model()
+        self._features: dict[str, list[float]] = {}
+        self.stats: dict = {}
+
+    # ------------------------------------------------------------------ helpers
+
+    def _model(self):
+        from .costmodel import CostModel
+        pretrained = getattr(CostModel, "pretrained", None)   # the shipped prior, where the package has one
+        model = pretrained(self.options.target, self.engine.strategies) if callable(pretrained) else None
+        self.prior = model is not None
+        return model if model is not None else CostModel(self.engine.strategies, self.options.seed)
+
+    @property
+    def left(self) -> int:
+        return self.options.budget - len(self.run.samples)
+
+    def _add_slot_kernel(self, slot: Slot) -> None:
+        if slot.key not in self.variants:
+            self.variants[slot.key] = Variant(slot.key, slot.key, slot.kernel)
+
+    def _best(self, base: str) -> Optional[Variant]:
+        got = [self.variants[k] for k in self.graph.members.get(base, [base])
+               if self.variants[k].status == ACCEPTED]
+        return min(got, key=lambda v: (v.ms, v.depth, v.key)) if got else None
+
+    def _feat(self, v: Variant) -> list[float]:
+        from .features import program_features
+        f = self._features.get(v.key)
+        if f is None:
+            f = self._features[v.key] = program_features(v.program, self.options.target)
+        return f
+
+    def _x(self, v: Variant) -> list[float]:
+        from .features import relative
+        return relative(self._feat(v), self._feat(self.variants[v.base]), v.strategies, self.model.strategies)
+
+    # ------------------------------------------------------------------ costs
+
+    def _estimates(self, bases: list[str]) -> dict[str, float]:
+        """Estimated time of every unmeasured variant in the given slots (see the module text)."""
+        todo = [self.variants[k] for b in bases for k in self.graph.members.get(b, [b])
+                if self.variants[k].status is None and self.variants[k].parent is not None]
+        base_ms = {b: self.variants[b].ms for b in bases}
+        out: dict[str, float] = {}
+        if todo and self.model.ready:
+            preds = self.model.predict([self._x(v) for v in todo])
+            for v, lp in zip(todo, preds):
+                if base_ms.get(v.base):
+                    out[v.key] = base_ms[v.base] * math.exp(-lp) * (1 + 1e-6 * v.rank)
+        for v in todo:
+            if v.key not in out:
+                parent = self.variants[v.parent]
+                if parent.ms:
+                    out[v.key] = parent.ms * OPTIMISM * (1 + 1e-6 * v.rank)
+        return out
+
+    def _cost(self, estimates: Optional[dict]):
+        def cost(key: str) -> float:
+            v = self.variants[key]
+            if v.status == ACCEPTED:
+                return v.ms
+            if v.status is None and estimates is not None and key in estimates:
+                return estimates[key]
+            return math.inf
+        return cost
+
+    def _extract(self, estimates: Optional[dict]):
+        try:
+            return self.graph.extract(self._cost(estimates))
+        except Exception:          # noqa: BLE001 - no finite term (egglog raises its own error types)
+            return None
+
+    # ------------------------------------------------------------------ measuring
+
+    def _sample(self, kind: str, outcome: Outcome, **extra) -> None:
+        """Charge one sample to the run (the trajectory's ``samples``; never the best-so-far
+        curve: a kernel's speedup is not the program's)."""
+        self.run._record(self.run.root, kind, outcome, **extra)
+
+    def _measure(self, v: Variant) -> None:
+        """Verify ``v`` against its slot's kernel (the kernel itself: none) and time it alone."""
+        base = self.variants[v.base]
+        tol = path_tolerance([s.get("exactness", "") for s in v.steps]) if v.steps else None
+        o = self.run.evaluator.recorded.pop(v.key, None)        # a resumed run: measured already
+        if o is None:
+            o = Outcome(v.key, ACCEPTED, tolerance=tol)
+            if v.steps:
+                verdict = self.verifier.verify(base.program, v.program, tol)
+                o.status, o.message, o.max_abs_err, o.seconds = (ACCEPTED if verdict.equal else verdict.reason,
+                                                                 verdict.message, verdict.max_abs_err, verdict.seconds)
+            if o.accepted:
+                m = self.verifier.measure(v.program)
+                o.seconds += m.seconds
+                if m.ok:
+                    o.median_ms, o.spread_ms, o.times_ms = m.median_ms, m.spread_ms, m.times_ms
+                else:
+                    o.status, o.message = "measure failed", f"{m.reason}: {m.message}"
+        v.status, v.ms = o.status, o.median_ms if o.accepted else None
+        ksp = base.ms / v.ms if (v.ms and base.ms) else None
+        self._sample("kernel", o, strategy=(v.strategies[-1] if v.steps else "kernel"), slot_kernel=v.base,
+                     kernel_steps=list(v.steps), kernel_speedup=ksp)
+        if v.steps and v.ms and base.ms:
+            self.model.add(self._x(v), math.log(base.ms / v.ms))
+
+    def _verify_structure(self, s: Structure) -> bool:
+        key = renaming_key(s.program)
+        tol = path_tolerance([s.step.get("exactness", "")])
+        o = self.run.evaluator.recorded.pop(key, None)
+        if o is None:
+            v = self.verifier.verify(self.run.program, s.program, tol)
+            o = Outcome(key, ACCEPTED if v.equal else v.reason, v.message, tol, v.max_abs_err, seconds=v.seconds)
+        self._sample("structure", o, strategy=s.step["strategy"], step=s.step)
+        s.verified = o.accepted
+        return s.verified
+
+    # ------------------------------------------------------------------ the local search
+
+    def _expand(self, v: Variant) -> None:
+        """Enumerate ``v``'s steps into its slot's e-class (within the limits)."""
+        lim = self.limits
+        if v.expanded or v.depth >= lim.depth or lim.stop:
+            return
+        if len(self.variants) >= lim.nodes:
+            lim.stop = f"kernel nodes ({lim.nodes})"
+            return
+        if lim.seconds_spent >= lim.seconds:
+            lim.stop = f"kernel enumeration time ({lim.seconds:g} s)"
+            return
+        v.expanded = True
+        t0 = time.perf_counter()
+        steps = self.engine.enumerate(v.program)
+        counts: dict[str, int] = {}
+        for s in steps:
+            counts[s.key] = counts.get(s.key, 0) + 1
+        lim.enumerated += len(steps)
+        for rank, s in enumerate(_round_robin(steps, self.rng)):
+            if len(self.variants) >= lim.nodes:
+                lim.stop = f"kernel nodes ({lim.nodes})"
+                break
+            if counts[s.key] > 1 and not replays(self.engine, v.program, s):
+                continue
+            try:
+                key = renaming_key(s.program)
+            except LeirError:
+                continue
+            if key in self.variants or not self.graph.add_variant(v.base, key):
+                continue
+            self.variants[key] = Variant(key, v.base, s.program, v.steps + (_record_of(s),), v.keys + (key,),
+                                         v.key, rank)
+        lim.seconds_spent += time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ phases
+
+    def _structures(self, root_slots: list) -> None:
+        """The root's cross-statement steps as structures (all in the e-graph), explored in order
+        of fewer statements while the budget allows."""
+        found = []
+        for c in self.run.menu(self.run.root):
+            if local_slot(self.run.program, c.program, root_slots) is None:
+                try:
+                    slots = split(c.program)
+                except LeirError:
+                    continue
+                found.append((len(c.program.body), c.number, c, slots))
+        found.sort(key=lambda t: (t[0], t[1]))
+        for _, _, c, slots in found:
+            fresh = {sl.key for sl in slots} - set(self.variants)
+            if len(self.variants) + len(fresh) > self.limits.nodes:
+                self.limits.stop = f"kernel nodes ({self.limits.nodes})"
+                break
+            s = Structure(len(self.structures), c.program, c.record(), slots)
+            for sl in slots:
+                self._add_slot_kernel(sl)
+            self.structures.append(s)
+            self.graph.add_structure(s.sid, [sl.key for sl in slots])
+        explored, most = 0, max(1, self.options.budget // STRUCTURE_SAMPLES)
+        for s in self.structures[1:]:
+            if explored >= most or len(s.program.body) >= len(self.run.program.body):
+                break
+            new = [sl for sl in s.slots if self.variants[sl.key].status is None]
+            if 1 + len(new) > STRUCTURE_SHARE * (self.left - 1):
+                continue
+            explored += 1
+            if self._verify_structure(s):
+                for sl in new:
+                    self._measure(self.variants[sl.key])
+
+    def _explore(self) -> None:
+        """Measure the unmeasured variant of the optimistic extraction's slots with the largest
+        expected gain, until one sample is left (the composed program's)."""
+        while self.left > 1:
+            got = self._extract(self._estimates(list(self.graph.members)))
+            if got is None:
+                self.limits.stop = self.limits.stop or "no measured choice"
+                return
+            sid, _, _ = got
+            bases = self.graph.structures[sid]
+            for b in bases:
+                best = self._best(b)
+                if best is not None:
+                    self._expand(best)
+            est = self._estimates(bases)
+            pick = None
+            for b in bases:
+                best = self._best(b)
+                if best is None:
+                    continue
+                for k in self.graph.members.get(b, [b]):
+                    if k in est:
+                        gain = (best.ms - est[k], -self.variants[k].rank, k)
+                        if pick is None or gain > pick[0]:
+                            pick = (gain, self.variants[k])
+            if pick is None:
+                self.limits.stop = self.limits.stop or "kernel space exhausted"
+                return
+            self._measure(pick[1])
+        self.limits.stop = self.limits.stop or "budget"
+
+    # ------------------------------------------------------------------ composition
+
+    def _compose(self, sid: int, keys: list[str]):
+        s = self.structures[sid]
+        program, path = s.program, ([s.step] if s.step else [])
+        mapping = {"exact": 0, "re-derived": 0, "dropped": 0}
+        tail: list = []
+        for slot, key in reversed(list(zip(s.slots, keys))):   # last slot first: earlier sites stay put
+            v = self.variants[key]
+            if not v.steps:
+                continue
+            got, recs, how = map_steps(self.engine, program, slot, self.variants[v.base].program, v.steps, v.keys)
+            mapping[how] += 1
+            if got is not None:
+                program, tail = got, tail + recs
+        return program, path + tail, mapping
+
+    # ------------------------------------------------------------------ the whole search
+
+    def execute(self) -> None:
+        run = self.run
+        root_slots = split(run.program)
+        for sl in root_slots:
+            self._add_slot_kernel(sl)
+        self.structures.append(Structure(0, run.program, None, root_slots, True))
+        self.graph.add_structure(0, [sl.key for sl in root_slots])
+        if self.left < len(root_slots) + 1:
+            self._finish_stats(root_slots, None)
+            return run.stop(f"budget below the kernels' need ({len(root_slots)} slots + 1)")
+        for sl in root_slots:
+            self._measure(self.variants[sl.key])
+        self._structures(root_slots)
+        self._explore()
+        got = self._extract(None)
+        composed = None
+        if got is not None and self.left >= 1:
+            composed = self._final(*got)
+        self._finish_stats(root_slots, composed)
+        run.stop(f"kernels: {self.limits.stop}")
+
+    def _final(self, sid: int, keys: list[str], predicted: float) -> dict:
+        run = self.run
+        program, path, mapping = self._compose(sid, keys)
+        out = {"structure": sid, "structure_step": (self.structures[sid].step or {}).get("strategy"),
+               "predicted_ms": predicted, "steps": len(path), "mapping": mapping,
+               "kernels": keys}
+        key = renaming_key(program)
+        if key in run.by_key:
+            out.update({"node": run.by_key[key].id, "measured_ms": run.by_key[key].median_ms})
+        else:
+            tol = path_tolerance([st.get("exactness", "") for st in path])
+            res = run._measure(run.root, None, program, key, tol, "composed", [st["strategy"] for st in path],
+                               strategy="kernels", steps=path, predicted_ms=predicted)
+            run._learn([res])
+            outcome, idx = res.outcome, res.sample
+            out.update({"status": outcome.status, "measured_ms": outcome.median_ms})
+            if outcome.accepted:
+                label = path[-1]["strategy"] if path else "kernels"
+                node = run._add_node(run.root, program, key, tuple(Step.from_json(st) for st in path), label,
+                                     outcome, idx, via="kernels")
+                out["node"] = node.id
+        if out.get("measured_ms"):
+            out["predicted_over_measured"] = predicted / out["measured_ms"]
+        return out
+
+    def _finish_stats(self, root_slots: list, composed: Optional[dict]) -> None:
+        slots = []
+        for sl in root_slots:
+            base = self.variants[sl.key]
+            best = self._best(sl.key)
+            members = self.graph.members.get(sl.key, [sl.key])
+            slots.append({"statements": [sl.start, sl.stop], "kernel": sl.key, "ms": base.ms,
+                          "best_ms": best.ms if best else None, "best_strategies": best.strategies if best else [],
+                          "variants": len(members),
+                          "measured": sum(1 for k in members if self.variants[k].status is not None)})
+        whole = self.run.root.median_ms
+        kernel_sum = sum(s["ms"] for s in slots) if all(s["ms"] for s in slots) else None
+        from dataset.timing import machine_label
+        self.stats = {
+            "target": self.options.target, "machine": machine_label(self.options.target),
+            "slots": slots, "original_ms": whole, "kernel_sum_ms": kernel_sum,
+            "kernel_sum_over_whole": (kernel_sum / whole) if (kernel_sum and whole) else None,
+            "structures": len(self.structures),
+            "structures_explored": sum(1 for s in self.structures[1:] if s.verified is not None),
+            "structures_equal": sum(1 for s in self.structures[1:] if s.verified),
+            "egraph": self.graph.size(),
+            "variants": len(self.variants),
+            "measured": sum(1 for v in self.variants.values() if v.status is not None),
+            "limits": {"max_depth": self.limits.depth, "kernel_nodes": self.limits.nodes,
+                       "kernel_seconds": self.limits.seconds},
+            "enumerated": self.limits.enumerated, "enumeration_seconds": round(self.limits.seconds_spent, 3),
+            "local_stop": self.limits.stop, "model_rows": len(self.model.rows), "model_prior": self.prior,
+            "composed": composed,
+        }
+        self.run.kernel_stats = self.stats
+
+
+def kernels(run, p: dict) -> None:
+    """The ``kernels`` algorithm (see the module text)."""
+    KernelSearch(run, p).execute()

@@ -1,0 +1,397 @@
+"""Per-statement kernels (search.kernels), the e-graph of choices (search.egraph) and the
+``kernels`` algorithm (search.kernel_search): splitting, composing, mapping kernel steps back,
+extraction without enumerating the product, and a small end-to-end run that replays."""
+import pytest
+from conftest import EXAMPLES
+
+LINEAR_BIAS = """program linear
+input  A f32[4, 8]
+input  J f32[6, 8]
+input  K f32[6]
+output C f32[4, 6]
+
+B^{4}_{tx=0}L^{6}_{a=0}L^{8}_{c=0}[C^{f32,g}_{tx,a}=C^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*J^{f32,g}_{a,c};];
+B^{4}_{tx=0}L^{6}_{a=0}[C^{f32,g}_{tx,a}=C^{f32,g}_{tx,a}+K^{f32,g}_{a};];
+B^{4}_{tx=0}L^{6}_{a=0}[G^{f32,g}_{tx,a}=C^{f32,g}_{tx,a}*2.0;];
+"""
+
+SMALL_SOFTMAX = """program small_softmax
+input  A f32[4, 64]
+output C f32[4, 64]
+
+B^{4}_{tx=0}L^{64}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];
+B^{4}_{tx=0}L^{64}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx});];
+B^{4}_{tx=0}L^{64}_{a=0}[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/E^{f32,g}_{tx};];
+"""
+
+
+def load(name):
+    from engine import load_program
+    return load_program(str(EXAMPLES / name))
+
+
+def parse(text):
+    from engine import parse_program
+    return parse_program(text)
+
+
+def decls(ds):
+    return [(d.name, d.dtype, tuple(d.shape)) for d in ds]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from engine import Engine
+    return Engine(strategies="paper")
+
+
+# ---------------------------------------------------------------------- splitting
+
+
+def test_split_softmax_kernels_read_intermediates_as_inputs():
+    from search.kernels import split
+    slots = split(load("softmax.leir"))
+    assert [(s.start, s.stop) for s in slots] == [(0, 1), (1, 2), (2, 3)]
+    assert [(decls(s.kernel.inputs), decls(s.kernel.outputs)) for s in slots] == [
+        ([("A", "f32", (32, 1024))], [("D", "f32", (32,))]),
+        ([("A", "f32", (32, 1024)), ("D", "f32", (32,))], [("E", "f32", (32,))]),
+        ([("A", "f32", (32, 1024)), ("D", "f32", (32,)), ("E", "f32", (32,))], [("C", "f32", (32, 1024))]),
+    ]
+    # the reductions keep their implicit initialisation: their tensor is the kernel's output
+    assert [e.eq.init for s in slots for e in s.kernel.info.equations] == ["-inf", "0", None]
+
+
+def test_split_attention_six_kernels():
+    from search.kernels import split
+    slots = split(load("attention.leir"))
+    assert [(s.start, s.stop) for s in slots] == [(i, i + 1) for i in range(6)]
+    got = [([d.name for d in s.kernel.inputs], decls(s.kernel.outputs)) for s in slots]
+    assert got == [
+        (["A", "C"], [("F", "f32", (4, 64, 64))]),
+        (["F"], [("J", "f32", (4, 64, 64))]),
+        (["J"], [("G", "f32", (4, 64))]),
+        (["J", "G"], [("H", "f32", (4, 64))]),
+        (["J", "G", "H"], [("I", "f32", (4, 64, 64))]),
+        (["D", "I"], [("E", "f32", (4, 64, 32))]),
+    ]
+
+
+def test_in_place_update_joins_the_earlier_writer():
+    """The bias add updates C in place (no init: C was written before, leir.md 7.3), so it is
+    never isolated: it shares one kernel with the matmul that wrote C."""
+    from search.kernels import split
+    slots = split(parse(LINEAR_BIAS))
+    assert [(s.start, s.stop) for s in slots] == [(0, 2), (2, 3)]
+    first = slots[0].kernel
+    assert decls(first.outputs) == [("C", "f32", (4, 6))]       # read by the last statement
+    assert [e.eq.init for e in first.info.equations] == ["0", None]
+
+
+@pytest.mark.parametrize("name", ["softmax.leir", "attention.leir", "layernorm.leir", "conv2d.leir"])
+def test_compose_of_split_is_the_original(name):
+    from search.kernels import compose, split
+    p = load(name)
+    slots = split(p)
+    assert compose(p, slots, {}).to_leir() == p.to_leir()
+    # each slot's own body put back gives the same text too
+    assert compose(p, slots, {i: s.kernel.body for i, s in enumerate(slots)}).to_leir() == p.to_leir()
+
+
+def test_local_and_cross_statement_steps(engine):
+    from search.kernels import local_slot, split
+    p = load("softmax.leir")
+    slots = split(p)
+    by = {}
+    for s in engine.enumerate(p):
+        by.setdefault(s.strategy, []).append(local_slot(p, s.program, slots))
+    assert set(by["loop_split"]) == {0, 1, 2}                    # one statement each
+    assert by["online_softmax"] == [None]                       # fuses two statements
+    assert set(by["set_storage_layout"]) == {None}               # a tensor's layout: all its statements
+
+
+# ---------------------------------------------------------------------- mapping back
+
+
+def test_kernel_steps_replay_on_the_whole_program(engine):
+    """A kernel variant two steps deep, mapped onto the whole program, gives the same slot."""
+    from search.kernels import map_steps, slot_key, split
+    from engine.leir.canonical import renaming_key
+    p = load("softmax.leir")
+    slot = split(p)[2]
+    first = next(s for s in engine.enumerate(slot.kernel) if s.strategy == "loop_split")
+    second = next(s for s in engine.enumerate(first.program) if s.strategy == "loop_reorder")
+    recs = [first.provenance(), second.provenance()]
+    keys = [renaming_key(first.program), renaming_key(second.program)]
+    whole, path, how = map_steps(engine, p, slot, slot.kernel, recs, keys)
+    assert how == "exact" and len(path) == 2
+    assert slot_key(whole, 2, 3, slot.kernel) == keys[-1]
+    assert whole.body[:2] == p.body[:2]
+    again = p
+    for st in path:
+        again = engine.apply(again, st)
+    assert again.to_leir() == whole.to_leir()
+
+
+def test_kernel_step_with_a_taken_name_is_re_derived(engine):
+    """A kernel's fresh tensor name may be taken in the whole program: the step is found again
+    in the whole program's enumeration (same slot modulo renaming), and it replays."""
+    from engine.leir.canonical import renaming_key
+    from search.kernels import map_steps, slot_key, split
+    p = load("attention.leir")
+    slot = split(p)[2]                      # G = max over J: the prefix-max step names a new tensor
+    step = next(s for s in engine.enumerate(slot.kernel) if s.strategy == "normal_loop_max_to_prefix_max")
+    key = renaming_key(step.program)
+    whole, path, how = map_steps(engine, p, slot, slot.kernel, [step.provenance()], [key])
+    assert how in ("exact", "re-derived")
+    assert slot_key(whole, 2, 2 + len(step.program.body), slot.kernel) == key
+    assert engine.apply(p, path[0]).to_leir() == whole.to_leir()
+
+
+# ---------------------------------------------------------------------- the e-graph
+
+
+def test_extraction_picks_the_cheapest_per_slot_without_the_product():
+    from search.egraph import ChoiceGraph
+    g = ChoiceGraph()
+    g.add_structure(0, ["a0", "b0", "c0"])
+    for s in "abc":
+        for j in (1, 2):
+            assert g.add_variant(f"{s}0", f"{s}{j}")
+    table = {"a0": 3.0, "a1": 1.0, "a2": 5.0, "b0": 3.0, "b1": 5.0, "b2": 0.5, "c0": 2.0, "c1": 4.0, "c2": 6.0}
+    asked = []
+
+    def cost(k):
+        asked.append(k)
+        return table[k]
+    sid, keys, total = g.extract(cost)
+    assert (sid, keys, total) == (0, ["a1", "b2", "c0"], 3.5)
+    assert sorted(set(asked)) == sorted(table)
+    size = g.size()
+    assert size["kernel_enodes"] == 9 and size["programs"] == 27
+    assert size["eclasses"] == 3 + 4 + 1          # three slot classes, the slot lists, the program
+
+
+def _calls(n_slots: int) -> tuple[int, int]:
+    from search.egraph import ChoiceGraph
+    g = ChoiceGraph()
+    g.add_structure(0, [f"s{i}v0" for i in range(n_slots)])
+    for i in range(n_slots):
+        for j in (1, 2):
+            g.add_variant(f"s{i}v0", f"s{i}v{j}")
+    asked = []
+    g.extract(lambda k: asked.append(k) or 1.0 + int(k[-1]))
+    return len(asked), g.size()["programs"]
+
+
+def test_extraction_work_grows_with_enodes_not_programs():
+    calls3, programs3 = _calls(3)
+    calls6, programs6 = _calls(6)
+    assert (programs3, programs6) == (27, 729)
+    assert calls6 <= 2 * calls3                   # twice the e-nodes, at most twice the pricing
+
+
+def test_structures_are_unioned_and_unmeasured_kernels_never_extracted():
+    import math
+    from search.egraph import ChoiceGraph
+    g = ChoiceGraph()
+    g.add_structure(0, ["a0", "b0", "c0"])
+    g.add_variant("c0", "c1")
+    g.add_structure(1, ["f0", "c0"])             # a fusion of the first two statements
+    table = {"a0": 3.0, "b0": 3.0, "c0": 2.0, "c1": 1.0, "f0": 4.0}
+    assert g.extract(table.__getitem__) == (1, ["f0", "c1"], 5.0)     # the shared slot's best variant
+    table["f0"] = math.inf
+    assert g.extract(table.__getitem__) == (0, ["a0", "b0", "c1"], 7.0)
+    assert g.size()["programs"] == 2 + 2
+    assert not g.add_variant("c0", "c1")          # already held
+
+
+# ---------------------------------------------------------------------- end to end
+
+
+def options(**kw):
+    from search import SearchOptions
+    base = dict(algorithm="kernels", policy="random", budget=5, confirm=0, min_repeat_ms=0.2, repeat=3, trials=2,
+                kernel_nodes=300)
+    base.update(kw)
+    return SearchOptions(**base)
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    from lowering import Verifier
+    v = Verifier("llvm", trials=2, timeout=120, repeat=3)
+    yield v
+    v.close()
+
+
+def test_kernels_run_within_budget_replays(tmp_path, engine, verifier):
+    from search import run_search
+    from search.trajectory import load_trajectory
+    out = tmp_path / "k.json"
+    traj = run_search(parse(SMALL_SOFTMAX), options(), engine=engine, verifier=verifier, out=str(out),
+                      progress=lambda m: None)
+    rec = load_trajectory(str(out)).record
+    assert rec["complete"] and rec["summary"]["samples"] <= 5
+    kinds = [s["kind"] for s in rec["samples"]]
+    assert kinds[:3] == ["kernel"] * 3                  # the three statements, each timed alone
+    k = rec["summary"]["kernels"]
+    assert k["target"] == "llvm" and k["machine"]["cores"] >= 1
+    assert [s["statements"] for s in k["slots"]] == [[0, 1], [1, 2], [2, 3]]
+    assert k["kernel_sum_ms"] == pytest.approx(sum(s["ms"] for s in k["slots"]))
+    assert k["egraph"]["programs"] >= k["egraph"]["kernel_enodes"] >= 3
+    composed = k["composed"]
+    assert composed["predicted_ms"] > 0 and composed["measured_ms"] > 0
+    assert composed["mapping"]["dropped"] == 0
+    node = rec["nodes"][composed["node"]]
+    if composed["steps"]:                               # a new program: verified and timed whole
+        assert kinds[-1] == "composed" and node["via"] == "kernels"
+        assert node["parent"] == 0 and node["depth"] == len(node["steps"]) == composed["steps"]
+        assert composed["predicted_over_measured"] == pytest.approx(composed["predicted_ms"] / node["median_ms"])
+    else:                                               # no variant beat its kernel: the original
+        assert node["id"] == 0 and "composed" not in kinds
+    # every node's path replays from the original
+    for n in rec["nodes"][1:]:
+        again = traj.program
+        for st in n["steps"]:
+            again = engine.apply(again, st)
+        assert again.to_leir() == n["leir"]
+    # the best program replays (search.replay's check, with the shared verifier: no new worker)
+    from search.evaluate import path_tolerance
+    best = traj.program
+    for st in rec["best"]["steps"]:
+        best = engine.apply(best, st)
+    assert best.to_leir() == rec["best"]["leir"]
+    tol = path_tolerance([st.get("exactness", "") for st in rec["best"]["steps"]]) if rec["best"]["steps"] else "exact"
+    assert verifier.verify(traj.program, best, tol).equal
+
+
+class TableVerifier:
+    """A verifier whose timings are a table: each top-level statement of the original costs
+    1 ms, any other statement less the longer its text (60 ms per character, at most 0.9 ms:
+    rewritten statements are usually longer). A program's time is exactly the sum of its
+    statements', so kernel sums predict whole programs exactly; every candidate verifies.
+    The search's choices become deterministic; the real verifier checks the end result."""
+
+    target = "llvm"
+    number, repeat, warmup = 1, 3, 1
+
+    def __init__(self, original):
+        from engine.leir.printer import item_to_str
+        self._text = item_to_str
+        self.original = {item_to_str(n) for n in original.body}
+        self.verified = self.measured = 0
+
+    def ms(self, program) -> float:
+        return sum(1.0 if self._text(n) in self.original else min(0.9, 60.0 / len(self._text(n)))
+                   for n in program.body)
+
+    def verify(self, original, candidate, tolerance=None):
+        from lowering.verifier import Verdict
+        self.verified += 1
+        return Verdict(True, "equal")
+
+    def measure(self, program):
+        from lowering.verifier import Measurement
+        self.measured += 1
+        t = self.ms(program)
+        return Measurement(True, "measured", median_ms=t, spread_ms=0.0, times_ms=[t] * 3)
+
+
+def test_kernels_composes_the_cheapest_choice_and_replays(engine, verifier):
+    """With table timings: the structure with fewer statements (online softmax) and the
+    kernel variants are measured, the extraction composes them, the composed program's path
+    replays with Engine.apply, the real verifier finds it equal, and the kernel sum predicts
+    the table's whole-program time exactly."""
+    from search import run_search
+    from search.evaluate import path_tolerance
+    program = parse(SMALL_SOFTMAX)
+    table = TableVerifier(program)
+    traj = run_search(program, options(budget=12), engine=engine, verifier=table, progress=lambda m: None)
+    rec = traj.record
+    assert rec["summary"]["samples"] <= 12
+    kinds = [s["kind"] for s in rec["samples"]]
+    assert kinds[:3] == ["kernel"] * 3 and "structure" in kinds and kinds[-1] == "composed"
+    k = rec["summary"]["kernels"]
+    assert k["kernel_sum_ms"] == pytest.approx(3.0) and k["kernel_sum_over_whole"] == pytest.approx(1.0)
+    assert k["structures_explored"] == 1
+    composed = k["composed"]
+    assert composed["structure_step"] == "online_softmax"
+    assert composed["predicted_over_measured"] == pytest.approx(1.0)
+    assert composed["mapping"]["dropped"] == 0 and composed["steps"] >= 2
+    best = rec["best"]
+    assert best["speedup"] == pytest.approx(3.0 / composed["measured_ms"]) and best["speedup"] > 1.5
+    again = program
+    for st in best["steps"]:
+        again = engine.apply(again, st)
+    assert again.to_leir() == best["leir"]
+    tol = path_tolerance([st.get("exactness", "") for st in best["steps"]])
+    assert verifier.verify(program, again, tol).equal
+    assert k["egraph"]["programs"] > k["egraph"]["kernel_enodes"]
+
+
+def test_resumed_kernels_run_measures_nothing_again(engine):
+    """A run resumed from its finished trajectory reuses every recorded kernel, structure and
+    composed verdict and timing: the same choices, no verifier call."""
+    from search import run_search
+    program = parse(SMALL_SOFTMAX)
+    first = run_search(program, options(budget=9), engine=engine, verifier=TableVerifier(program),
+                       progress=lambda m: None).record
+    table = TableVerifier(program)
+    again = run_search(program, options(budget=9), engine=engine, verifier=table, resume=first,
+                       progress=lambda m: None).record
+    assert (table.verified, table.measured) == (0, 0)
+    assert [s["key"] for s in again["samples"]] == [s["key"] for s in first["samples"]]
+    assert again["best"]["leir"] == first["best"]["leir"]
+
+
+def test_budget_below_the_slots_stops_cleanly(engine, verifier):
+    from search import run_search
+    traj = run_search(parse(SMALL_SOFTMAX), options(budget=3), engine=engine, verifier=verifier,
+                      progress=lambda m: None)
+    assert traj.samples == 0
+    assert "budget below" in traj["summary"]["stop"]
+    assert traj.best["steps"] == []
+
+
+@pytest.mark.parametrize("field,value,message", [("kernel_nodes", 0, "--kernel-nodes"),
+                                                 ("kernel_seconds", 0.0, "--kernel-seconds")])
+def test_kernel_limits_are_checked(field, value, message):
+    from engine.leir.diagnostics import LeirError
+    with pytest.raises(LeirError, match=message):
+        options(**{field: value}).validate()
+
+
+def test_kernel_limits_reach_the_algorithm_parameters():
+    from search.algorithms import params
+    assert params(options()) == {"max_depth": 3, "kernel_nodes": 300, "kernel_seconds": 300.0}
+    assert params(options(max_depth=1, kernel_seconds=5.0))["max_depth"] == 1
+
+
+def test_node_limit_stops_the_local_search_and_says_so(engine):
+    from search import run_search
+    program = parse(SMALL_SOFTMAX)
+    rec = run_search(program, options(budget=8, kernel_nodes=10), engine=engine, verifier=TableVerifier(program),
+                     progress=lambda m: None).record
+    k = rec["summary"]["kernels"]
+    assert k["variants"] <= 10 and k["local_stop"] == "kernel nodes (10)"
+    assert rec["summary"]["stop"] == "kernels: kernel nodes (10)"
+    assert rec["summary"]["samples"] <= 8
+
+
+def test_a_long_program_name_still_splits():
+    from engine.leir.program import make_program
+    from search.kernels import split
+    p = parse(SMALL_SOFTMAX)
+    long = make_program("x" * 128, p.inputs, p.outputs, p.body)
+    assert [len(s.kernel.name) for s in split(long)] == [128, 128, 128]
+
+
+def test_same_seed_same_choices(engine):
+    """With the same timings, two runs make the same samples, e-graph and composition."""
+    from search import run_search
+    program = parse(SMALL_SOFTMAX)
+    runs = [run_search(program, options(budget=9, seed=3), engine=engine, verifier=TableVerifier(program),
+                       progress=lambda m: None).record for _ in range(2)]
+    same = lambda r: ([(s["kind"], s["key"], s.get("kernel_steps")) for s in r["samples"]],  # noqa: E731
+                      r["summary"]["kernels"]["egraph"], r["summary"]["kernels"]["composed"], r["best"]["leir"])
+    assert same(runs[0]) == same(runs[1])
