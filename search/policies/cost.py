@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ..costmodel import CostModel, database_row, save_rows
+from ..costmodel import CostModel, database_row, pretrained_status, save_rows
 from ..features import PROGRAM_FEATURES, program_features, relative
 from .base import Policy, Proposal, Request, stratified
 
@@ -20,7 +20,9 @@ class CostPolicy(Policy):
 
     def __init__(self, options, run):
         super().__init__(options, run)
-        self.model = CostModel(run.engine.strategies, options.seed)
+        prior, self.prior_note = (pretrained_status(options.target, run.engine.strategies, options.seed)
+                                  if options.cost_prior == "on" else (None, "--cost-prior off"))
+        self.model = prior if prior is not None else CostModel(run.engine.strategies, options.seed)
         self.loaded = self.model.load(options.cost_db) if options.cost_db else 0
         self._features: dict[str, list[float]] = {}
         self._new_rows: list[dict] = []
