@@ -144,7 +144,7 @@ def fmt(v) -> str:
 
 
 def table(res: dict, online: list[int]) -> str:
-    head = f"| program | rows | states | shipped | empty | state shipped | state empty |" + "".join(
+    head = "| program | rows | states | shipped | empty | state shipped | state empty |" + "".join(
         f" prior {n} | prior+{n} | empty+{n} |" for n in online)
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for p in res["programs"]:

@@ -106,7 +106,7 @@ def _strategies(spec: str) -> tuple[str, ...]:
 
 
 def train(dirs: list[str], out: str, *, target: str = "llvm", strategies: str = "paper",
-          holdout: float = HOLDOUT, rounds: int = PRIOR_ROUNDS, command: str = "") -> dict:
+          holdout: float = HOLDOUT, rounds: int = PRIOR_ROUNDS, command: str = "", data_command: str = "") -> dict:
     """Train on the non-held-out rows of ``dirs``; write the booster to ``out`` and the
     metadata next to it (``model_paths``), each atomically. Returns the metadata."""
     from engine.leir.files import write_atomic
@@ -136,7 +136,8 @@ def train(dirs: list[str], out: str, *, target: str = "llvm", strategies: str = 
             "params": PRIOR_PARAMS, "rounds": rounds, "holdout": holdout, "rows": len(train_rows),
             "programs": sorted(per_program), "rows_per_program": dict(sorted(per_program.items())),
             "held_out": sorted({r["program"] for r in rows} - set(per_program)),
-            "held_out_rows": len(rows) - len(train_rows), "datasets": sources, "command": command}
+            "held_out_rows": len(rows) - len(train_rows), "datasets": sources, "command": command,
+            "data_command": data_command}
     model_file = Path(out)
     meta_file = meta_path_of(model_file)
     model_file.parent.mkdir(parents=True, exist_ok=True)
@@ -152,7 +153,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    import sys
     ap = argparse.ArgumentParser(prog="python -m search.costmodel", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="train the cost model's prior from timed dataset rows")
@@ -162,15 +162,18 @@ def _main(argv: list[str] | None) -> int:
     t.add_argument("--strategies", default="paper", help="strategy set of the feature layout (the search's)")
     t.add_argument("--holdout", type=float, default=HOLDOUT, help="share of programs held out by name hash")
     t.add_argument("--rounds", type=int, default=PRIOR_ROUNDS, help="boosting rounds")
+    t.add_argument("--data-command", default="", help="the command that made the datasets (kept in the metadata)")
     a = ap.parse_args(argv)
     if not 0.0 <= a.holdout < 1.0:
         raise LeirError("--holdout must be in [0, 1)")
     if a.rounds < 1:
         raise LeirError("--rounds must be at least 1")
-    args = sys.argv[1:] if argv is None else list(argv)
-    command = " ".join(["python -m search.costmodel"] + [Path(x).name if Path(x).is_absolute() else x for x in args])
+    def shown(path: str) -> str:          # no path of this machine in the metadata
+        return Path(path).name if Path(path).is_absolute() else path
+    command = (f"python -m search.costmodel train {' '.join(shown(d) for d in a.datasets)} -o {shown(a.output)} "
+               f"--target {a.target} --strategies {a.strategies} --holdout {a.holdout} --rounds {a.rounds}")
     meta = train(a.datasets, a.output, target=a.target, strategies=a.strategies, holdout=a.holdout,
-                 rounds=a.rounds, command=command)
+                 rounds=a.rounds, command=command, data_command=a.data_command)
     print(f"{a.output}: {meta['rows']} rows of {len(meta['programs'])} programs "
           f"({len(meta['held_out'])} held out, {meta['held_out_rows']} rows), {meta['machine_label']}")
     return 0
