@@ -23,9 +23,9 @@ from engine.leir.diagnostics import LeirError
 from .costprior import meta_path_of
 from .features import FEATURES_VERSION, PROGRAM_FEATURES, feature_names, program_features, relative
 
-PRIOR_PARAMS = {"max_depth": 4, "eta": 0.1, "subsample": 1.0, "min_child_weight": 2.0, "lambda": 1.0,
+PRIOR_PARAMS = {"max_depth": 4, "eta": 0.05, "subsample": 1.0, "min_child_weight": 2.0, "lambda": 1.0,
                 "objective": "reg:squarederror", "nthread": 1, "tree_method": "exact", "seed": 0}
-PRIOR_ROUNDS = 120
+PRIOR_ROUNDS = 80        # chosen by 5-fold program-grouped CV on training programs only (docs/search.md)
 HOLDOUT = 0.2
 
 
@@ -100,13 +100,47 @@ def train_booster(X: list[list[float]], y: list[float], names: list[str], rounds
     return xgb.train(dict(PRIOR_PARAMS), dm, num_boost_round=rounds)
 
 
+def _tau(a, b):
+    from scipy.stats import kendalltau
+    if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
+        return None
+    return float(kendalltau(a, b).statistic)
+
+
+def cross_validate(X, y, rows: list[dict], names: list[str], folds: int, rounds: int) -> dict:
+    """Kendall tau of out-of-fold predictions, folds grouped by program (a hash of its name):
+    pooled, and the mean within a state (>= 3 rows: one menu's ranking). Training rows only."""
+    import numpy as np
+    fold = [int(hashlib.sha256(r["program"].encode()).hexdigest()[:8], 16) % folds for r in rows]
+    pred = [0.0] * len(rows)
+    for k in range(folds):
+        tr = [i for i, f in enumerate(fold) if f != k]
+        te = [i for i, f in enumerate(fold) if f == k]
+        if not tr or not te:
+            continue
+        b = train_booster([X[i] for i in tr], [y[i] for i in tr], names, rounds)
+        import xgboost as xgb
+        out = b.predict(xgb.DMatrix(np.asarray([X[i] for i in te], dtype=np.float64), feature_names=names))
+        for i, v in zip(te, out):
+            pred[i] = float(v)
+    by: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by.setdefault(r["state"]["leir"], []).append(i)
+    states = [t for t in (_tau([pred[i] for i in ix], [y[i] for i in ix]) for ix in by.values() if len(ix) >= 3)
+              if t is not None]
+    pooled = _tau(pred, y)
+    return {"folds": folds, "pooled_tau": None if pooled is None else round(pooled, 4),
+            "state_tau": round(sum(states) / len(states), 4) if states else None, "states": len(states)}
+
+
 def _strategies(spec: str) -> tuple[str, ...]:
     from engine import Engine
     return tuple(Engine(strategies=spec).strategies)
 
 
 def train(dirs: list[str], out: str, *, target: str = "llvm", strategies: str = "paper",
-          holdout: float = HOLDOUT, rounds: int = PRIOR_ROUNDS, command: str = "", data_command: str = "") -> dict:
+          holdout: float = HOLDOUT, rounds: int = PRIOR_ROUNDS, command: str = "", data_command: str = "",
+          cv: int = 0) -> dict:
     """Train on the non-held-out rows of ``dirs``; write the booster to ``out`` and the
     metadata next to it (``model_paths``), each atomically. Returns the metadata."""
     from engine.leir.files import write_atomic
@@ -127,6 +161,7 @@ def train(dirs: list[str], out: str, *, target: str = "llvm", strategies: str = 
     X = [feat.row(r) for r in train_rows]
     y = [r["log_speedup"] for r in train_rows]
     booster = train_booster(X, y, names, rounds)
+    cv_result = cross_validate(X, y, train_rows, names, cv, rounds) if cv >= 2 else None
     per_program: dict[str, int] = {}
     for r in train_rows:
         per_program[r["program"]] = per_program.get(r["program"], 0) + 1
@@ -137,7 +172,7 @@ def train(dirs: list[str], out: str, *, target: str = "llvm", strategies: str = 
             "programs": sorted(per_program), "rows_per_program": dict(sorted(per_program.items())),
             "held_out": sorted({r["program"] for r in rows} - set(per_program)),
             "held_out_rows": len(rows) - len(train_rows), "datasets": sources, "command": command,
-            "data_command": data_command}
+            "data_command": data_command, "cv": cv_result}
     model_file = Path(out)
     meta_file = meta_path_of(model_file)
     model_file.parent.mkdir(parents=True, exist_ok=True)
@@ -162,18 +197,24 @@ def _main(argv: list[str] | None) -> int:
     t.add_argument("--strategies", default="paper", help="strategy set of the feature layout (the search's)")
     t.add_argument("--holdout", type=float, default=HOLDOUT, help="share of programs held out by name hash")
     t.add_argument("--rounds", type=int, default=PRIOR_ROUNDS, help="boosting rounds")
+    t.add_argument("--cv", type=int, default=5, help="program-grouped folds of the cross-validation "
+                                                      "reported in the metadata (0: none)")
     t.add_argument("--data-command", default="", help="the command that made the datasets (kept in the metadata)")
     a = ap.parse_args(argv)
     if not 0.0 <= a.holdout < 1.0:
         raise LeirError("--holdout must be in [0, 1)")
+    if a.cv == 1 or a.cv < 0:
+        raise LeirError("--cv must be 0 (none) or at least 2 folds")
     if a.rounds < 1:
         raise LeirError("--rounds must be at least 1")
     def shown(path: str) -> str:          # no path of this machine in the metadata
         return Path(path).name if Path(path).is_absolute() else path
     command = (f"python -m search.costmodel train {' '.join(shown(d) for d in a.datasets)} -o {shown(a.output)} "
-               f"--target {a.target} --strategies {a.strategies} --holdout {a.holdout} --rounds {a.rounds}")
+               f"--target {a.target} --strategies {a.strategies} --holdout {a.holdout} --rounds {a.rounds} --cv {a.cv}")
     meta = train(a.datasets, a.output, target=a.target, strategies=a.strategies, holdout=a.holdout,
-                 rounds=a.rounds, command=command, data_command=a.data_command)
+                 rounds=a.rounds, command=command, data_command=a.data_command, cv=a.cv)
     print(f"{a.output}: {meta['rows']} rows of {len(meta['programs'])} programs "
-          f"({len(meta['held_out'])} held out, {meta['held_out_rows']} rows), {meta['machine_label']}")
+          f"({len(meta['held_out'])} held out, {meta['held_out_rows']} rows), {meta['machine_label']}"
+          + (f"; {a.cv}-fold CV tau pooled {meta['cv']['pooled_tau']}, within a state {meta['cv']['state_tau']}"
+             if meta["cv"] else ""))
     return 0
