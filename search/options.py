@@ -100,6 +100,8 @@ class SearchOptions:
     cost_margin: float = opt(COST_MARGIN, "policies",
                              f"cost policy: measure a candidate only when its predicted speedup over the current node "
                              f"exceeds 1 + margin; when none does, the single best prediction (default {COST_MARGIN})")
+    cost_prior: str = opt("on", "policies", "cost policy: start from the shipped model trained on the public corpus "
+                          "(off: empty model)", choices=("on", "off"))
     extra: dict = opt({}, "search", flag=False)
     cost_db: InitVar[Optional[str]] = None          # the earlier name of ``database`` (a property below)
 
@@ -130,6 +132,7 @@ class SearchOptions:
         need(0.0 < self.screen_share <= 1.0, "--screen-share must be above 0 and at most 1")
         need(self.cost_margin >= 0.0, "--cost-margin must be at least 0")
         need(0.0 <= self.explore <= 1.0, "--explore must be between 0 and 1")
+        need(self.cost_prior in ("on", "off"), f"--cost-prior must be on or off, not '{self.cost_prior}'")
         need(self.menu_size >= 1, "--menu-size must be at least 1")
         need(self.prompt_tokens >= 1, "--prompt-tokens must be at least 1")
         need(self.retries >= 0, "--retries must be at least 0")

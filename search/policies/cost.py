@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..costmodel import CostModel
+from ..costmodel import CostModel, pretrained_status
 from ..features import FEATURES_VERSION, PROGRAM_FEATURES, program_features, relative
 from .base import Policy, Proposal, Request, Result, stratified
 
@@ -24,7 +24,9 @@ class CostPolicy(Policy):
 
     def __init__(self, options, ctx):
         super().__init__(options, ctx)
-        self.model = CostModel(ctx.engine.strategies, options.seed)
+        prior, self.prior_note = (pretrained_status(options.target, ctx.engine.strategies, options.seed)
+                                  if options.cost_prior == "on" else (None, "--cost-prior off"))
+        self.model = prior if prior is not None else CostModel(ctx.engine.strategies, options.seed)
         self.loaded = 0
         if ctx.database is not None:
             from ..database import run_id
@@ -101,4 +103,5 @@ class CostPolicy(Policy):
 
     def state(self) -> dict:
         return {"database": self.options.database, "database_rows": self.loaded, "rows": len(self.model.rows),
-                "fits": self.model.fits, "picks": dict(self.picks), "withheld": self.withheld}
+                "fits": self.model.fits, "picks": dict(self.picks), "withheld": self.withheld,
+                "prior": self.prior_note}
