@@ -54,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--screen", type=int, default=d.screen, help="measure policy: candidates timed per choice")
     p.add_argument("--explore", type=float, default=d.explore, help="cost policy: share of random picks")
     p.add_argument("--cost-db", help="cost policy: JSON-lines database of earlier measurements (read, then extended)")
+    p.add_argument("--lookahead", type=int, default=d.lookahead,
+                   help="cost policy: rank each entry by the best predicted state within this many steps (1-3)")
+    p.add_argument("--composites", default=d.composites,
+                   help="composite moves in menus: auto (on except for llm policies), on, off, or a TOML table")
     p.add_argument("--endpoint", help="llm policies: OpenAI-compatible base URL, e.g. http://localhost:8000/v1")
     p.add_argument("--model", help="llm policies: model name as the server knows it")
     p.add_argument("--api-key-env", default=d.api_key_env, help="environment variable holding the API key")
@@ -105,8 +109,9 @@ def _main(argv) -> int:
     opts = SearchOptions(**{k: getattr(a, k) for k in (
         "algorithm", "policy", "budget", "target", "seed", "strategies", "iterations", "per_node", "beam_width",
         "max_depth", "rollout_depth", "trials", "timeout", "workers", "min_repeat_ms", "repeat", "confirm", "screen",
-        "explore", "cost_db", "endpoint", "model", "api_key_env", "constraint", "temperature", "max_tokens",
-        "llm_timeout", "retries", "menu_size", "menu_detail", "prompt_tokens", "system_prompt", "gpu_name")})
+        "explore", "cost_db", "lookahead", "composites", "endpoint", "model", "api_key_env", "constraint",
+        "temperature", "max_tokens", "llm_timeout", "retries", "menu_size", "menu_detail", "prompt_tokens",
+        "system_prompt", "gpu_name")})
     if "," in opts.strategies:
         opts.strategies = [s.strip() for s in opts.strategies.split(",") if s.strip()]
     opts.validate()

@@ -41,6 +41,8 @@ class SearchOptions:
     screen: int = 6                   # measure policy: candidates measured per choice
     explore: float = 0.1              # cost policy: share of picks made at random
     cost_db: Optional[str] = None     # cost policy: measurements of earlier runs (JSON lines)
+    lookahead: int = 1                # cost policy: steps deep the model looks before measuring (search.lookahead)
+    composites: str = "auto"          # composite moves in menus: auto | on | off | FILE (search.composite.resolve)
     endpoint: Optional[str] = None    # llm policies: OpenAI-compatible base URL
     model: Optional[str] = None
     api_key_env: str = "OPENAI_API_KEY"
@@ -75,6 +77,7 @@ class SearchOptions:
         need(self.workers >= 1, "--workers must be at least 1")
         need(self.screen >= 1, "--screen must be at least 1")
         need(0.0 <= self.explore <= 1.0, "--explore must be between 0 and 1")
+        need(isinstance(self.lookahead, int) and 1 <= self.lookahead <= 3, "--lookahead must be 1, 2 or 3")
         need(self.menu_size >= 1, "--menu-size must be at least 1")
         need(self.prompt_tokens >= 1, "--prompt-tokens must be at least 1")
         need(self.retries >= 0, "--retries must be at least 0")

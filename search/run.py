@@ -29,7 +29,10 @@ class Run:
         self.program = program
         self.options = options.validate()
         self.engine = engine if engine is not None else Engine(strategies=options.strategies)
-        self.space = Space(self.engine)
+        from .composite import load_table, resolve
+        table = resolve(self.options.composites, self.options.policy)
+        self.space = Space(self.engine, load_table(table or None, [s.name for s in self.engine.rulebook.strategies])
+                           if table is not None else None)
         recorded = {}
         if resume:
             recorded = {s["key"]: Outcome.from_json(s["outcome"]) for s in resume.get("samples", [])
@@ -147,10 +150,11 @@ class Run:
     def sample(self, node: Node, candidate) -> Outcome:
         """Verify and time one menu candidate of ``node`` (charged to the budget unless already
         evaluated); it does not become a node (``expand`` decides that)."""
-        tol = path_tolerance([s.get("exactness", "") for s in node.path] + [candidate.step.exactness])
-        outcome, _ = self._evaluate(node, candidate.program, candidate.key, tol, "menu", [candidate.step.strategy],
-                                    strategy=candidate.step.strategy, step=candidate.record(),
-                                      menu_number=candidate.number)
+        tol = path_tolerance([s.get("exactness", "") for s in node.path] + [s.exactness for s in candidate.steps])
+        more = {"steps": candidate.records()} if len(candidate.steps) > 1 else {}
+        outcome, _ = self._evaluate(node, candidate.program, candidate.key, tol, "menu",
+                                    [s.strategy for s in candidate.steps], strategy=candidate.label,
+                                    step=candidate.records()[0], menu_number=candidate.number, **more)
         return outcome
 
     def expand(self, node: Node, k: int, history: bool = True) -> list[Node]:
@@ -175,9 +179,12 @@ class Run:
                 continue
             if prop.candidate is not None:
                 c = prop.candidate
-                program, key, label, steps = c.program, c.key, c.step.strategy, [c.record()]
-                tol = path_tolerance([s.get("exactness", "") for s in node.path] + [c.step.exactness])
+                program, key, label, steps = c.program, c.key, c.label, c.records()
+                tol = path_tolerance([s.get("exactness", "") for s in node.path] + [s.exactness for s in c.steps])
                 extra = {"strategy": label, "step": steps[0], "menu_number": c.number, "call": prop.call}
+                if len(steps) > 1:
+                    extra["steps"] = steps
+                labels = [s.strategy for s in c.steps]
                 extra.update(prop.extra)
                 kind = "menu"
                 reached = None
@@ -195,6 +202,7 @@ class Run:
                 kind = "free"
                 extra = {"strategy": label, "call": prop.call, "leir": program.to_leir(),
                          "reached_by_step": reached}
+                labels = [label]
             if self.exhausted and self.evaluator.known(key) is None:
                 break                                 # it would be a new sample: the budget is spent
             if key in self.by_key:                    # a visited state (free-form answers only)
@@ -202,7 +210,7 @@ class Run:
                 same = "root" if key == self.root.key else ("current" if key == node.key else "visited")
                 node.failures.append({"reason": f"same as the {same} IR", "key": key, "leir": program.to_leir()})
                 continue
-            outcome, idx = self._evaluate(node, program, key, tol, kind, [label], **extra)
+            outcome, idx = self._evaluate(node, program, key, tol, kind, labels, **extra)
             if outcome.accepted:
                 child = self._add_node(node, program, key, steps, label, outcome,
                                        idx if idx is not None else self._sample_of(key))

@@ -4,7 +4,8 @@ The model (``search.costmodel``: XGBoost on program features) learns from every 
 of the run as it arrives, and from a database of earlier runs when ``--cost-db`` names one
 (new measurements are added to it at the end). Until it has a few rows it picks at random,
 strategies taking turns, as MetaSchedule's first round does; afterwards a share ``explore``
-of the picks stays random (seeded), the rest are the best predicted.
+of the picks stays random (seeded), the rest are the best predicted. With ``--lookahead`` 2 or 3
+an entry is ranked by the best prediction among its continuations (``search.lookahead``).
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import math
 from ..costmodel import CostModel, database_row, save_rows
 from ..features import PROGRAM_FEATURES, program_features, relative
 from .base import Policy, Proposal, Request, stratified
+
+LOOKAHEAD_WIDTH = 4      # --lookahead > 1: entries (and continuations per level) the model looks past
 
 
 class CostPolicy(Policy):
@@ -47,8 +50,14 @@ class CostPolicy(Policy):
             self.picks["cold"] += k
             return [Proposal(candidate=c) for c in order[:k]]
         base_path = [s.get("strategy", "") for s in req.node.path]
-        xs = [self._x(c.program, c.key, base_path + [c.step.strategy]) for c in req.menu]
-        scores = self.model.predict(xs)
+        if self.options.lookahead > 1:
+            from ..lookahead import rank
+            scores = rank(self.run.space, req.node, req.menu, self.model,
+                          lambda p, key, strategies: self._x(p, key, base_path + strategies),
+                          self.options.lookahead, LOOKAHEAD_WIDTH)
+        else:
+            xs = [self._x(c.program, c.key, base_path + [s.strategy for s in c.steps]) for c in req.menu]
+            scores = self.model.predict(xs)
         ranked = [c for _, _, c in sorted(zip((-s for s in scores), (c.number for c in req.menu), req.menu),
                                           key=lambda t: (t[0], t[1]))]
         chosen, taken = [], set()
