@@ -225,3 +225,22 @@ def test_lookahead_ranks_by_continuations():
     one = _Space()
     assert rank(one, Root, [_Entry("a")], _Model(), _features, 3, 1) == [0.3]
     assert one.asked == ["a", "a2"]
+
+
+def test_lookahead_fanout_bounds_the_predictions():
+    from search.lookahead import rank
+
+    class Root:
+        key = "root"
+
+    class Counting(_Model):
+        asked = 0
+
+        def predict(self, xs):
+            Counting.asked += len(xs)
+            return super().predict(xs)
+    # fanout 1: of a's continuations only a1 (the first in enumeration order) is predicted, so a2's 0.3 is
+    # not seen at depth 2; a1's own continuation a11 is at depth 3
+    assert rank(_Space(), Root, [_Entry("a")], Counting(), _features, 2, 4, fanout=1) == [0.1]
+    assert Counting.asked == 2
+    assert rank(_Space(), Root, [_Entry("a")], Counting(), _features, 3, 4, fanout=1) == [0.9]
