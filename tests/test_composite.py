@@ -244,3 +244,15 @@ def test_lookahead_fanout_bounds_the_predictions():
     assert rank(_Space(), Root, [_Entry("a")], Counting(), _features, 2, 4, fanout=1) == [0.1]
     assert Counting.asked == 2
     assert rank(_Space(), Root, [_Entry("a")], Counting(), _features, 3, 4, fanout=1) == [0.9]
+
+
+def test_cli_bad_composites_file_exits_2(tmp_path, capsys):
+    from search.__main__ import main
+    bad = tmp_path / "mine.toml"
+    bad.write_text('[[composite]]\nname = "x"\ndescription = "d"\n[[composite.step]]\nstrategy = "loop_splitt"\n'
+                   + GOOD_STEP)
+    out = tmp_path / "t.json"
+    assert main([str(EXAMPLES / "softmax.leir"), "-o", str(out), "--composites", str(bad), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "unknown strategy 'loop_splitt'" in err and "Traceback" not in err
+    assert not out.exists()
