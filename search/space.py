@@ -64,6 +64,7 @@ class Candidate:
     key: str                          # renaming key of the result
     steps: tuple = ()                 # every step, in order ((step,) for a one-step entry)
     name: Optional[str] = None        # the composite's name, None for a one-step entry
+    description: Optional[str] = None  # the composite's one-line description (menus, prompts)
 
     def __post_init__(self):
         if not self.steps:
@@ -168,7 +169,8 @@ class Space:
                     self.stats["visited"] += 1
                     continue
                 offered.add(key)
-                out.append(Candidate(len(out) + 1, inst.steps[-1], key, inst.steps, inst.composite.name))
+                out.append(Candidate(len(out) + 1, inst.steps[-1], key, inst.steps, inst.composite.name,
+                                     inst.composite.description))
                 self.stats["composite"] += 1
         return out
 

@@ -163,6 +163,9 @@ def test_space_menu_appends_composites(engine, known, matmul):
     c = next(c for c in extra if c.label == TILE)
     assert [r["strategy"] for r in c.records()] == [s.strategy for s in c.steps]
     assert engine.replay(matmul, c.records())[-1].to_leir() == c.program.to_leir()
+    from search.prompt import menu_entry
+    line = menu_entry(7, c, matmul)
+    assert line.startswith(f"7. {TILE} at statement 1 ({c.description}): ") and "P^{" in line
     # a closed result is not offered again
     menu2 = space.menu(root, None, {c.key})
     assert c.key not in {m.key for m in menu2} and len(menu2) == len(menu) - 1
