@@ -238,7 +238,7 @@ class Run:
             if not menu:
                 break
             c = menu[rng.randrange(len(menu))]
-            steps.append(c.record())
+            steps.extend(c.records())               # a composite move: all its steps
             program = c.program
             current = Node(-1, program, c.key, None, 0, strategy=c.step.strategy)
         if not steps:

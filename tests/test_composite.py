@@ -259,3 +259,52 @@ def test_cli_bad_composites_file_exits_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "error:" in err and "unknown strategy 'loop_splitt'" in err and "Traceback" not in err
     assert not out.exists()
+
+
+SPLIT_VEC = ('[[composite]]\nname = "sv"\ndescription = "split then vectorise"\n[[composite.step]]\n'
+             'strategy = "loop_split"\nloop = "@innermost @spatial"\nfactor = { min = 2 }\n' + GOOD_STEP)
+
+
+def test_a_composite_move_becomes_a_node_and_a_rollout_that_replay(engine, tmp_path):
+    """The run records a composite's every step: the node's edge and a rollout's walk replay."""
+    from engine import parse_program
+    from search import SearchOptions
+    from search.policies.base import Proposal
+    from search.run import Run
+    table = tmp_path / "sv.toml"
+    table.write_text(SPLIT_VEC)
+    prog = parse_program("B^{4}_{tx=0}L^{16}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];", name="scale",
+                         inputs=[{"name": "A", "dtype": "f32", "shape": [4, 16]}],
+                         outputs=[{"name": "C", "dtype": "f32", "shape": [4, 16]}])
+    opts = SearchOptions(policy="random", budget=4, confirm=1, min_repeat_ms=0.2, repeat=3, trials=1,
+                         composites=str(table))
+    run = Run(prog, opts, engine=engine, progress=lambda m: None)
+    try:
+        root = run.start()
+        moves = [c for c in run.menu(root) if c.name == "sv"]
+        assert moves and all(len(c.steps) == 2 for c in moves)
+
+        class Pick:
+            needs_menu, rng = True, None
+
+            def propose(self, req):
+                return [Proposal(candidate=moves[0])]
+
+            def observe(self, *a):
+                pass
+        run.policy = Pick()
+        child, = run.expand(root, 1)
+        assert [s["strategy"] for s in child.steps] == ["loop_split", "loop_vectorization"]
+        assert engine.replay(prog, child.steps)[-1].to_leir() == child.leir
+        sample = run.samples[-1]
+        assert sample["strategy"] == "sv" and len(sample["steps"]) == 2
+
+        class First:
+            def randrange(self, n):
+                return n - 1                  # the menu's last entry: a composite move
+        Pick.rng = First()
+        end = run.rollout(root, 1)
+        assert end is not None and end.via == "rollout" and len(end.steps) == 2
+        assert engine.replay(prog, end.steps)[-1].to_leir() == end.leir
+    finally:
+        run.close()
