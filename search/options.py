@@ -102,6 +102,10 @@ class SearchOptions:
                              f"exceeds 1 + margin; when none does, the single best prediction (default {COST_MARGIN})")
     cost_prior: str = opt("on", "policies", "cost policy: start from the shipped model trained on the public corpus "
                           "(off: empty model)", choices=("on", "off"))
+    lookahead: int = opt(1, "policies", "cost policy: rank each entry by the best predicted state within this many "
+                         "steps (1-3)")
+    composites: str = opt("auto", "policies", "composite moves in menus: auto (on except for llm policies), on, off, "
+                          "or a TOML table")
     extra: dict = opt({}, "search", flag=False)
     cost_db: InitVar[Optional[str]] = None          # the earlier name of ``database`` (a property below)
 
@@ -133,6 +137,7 @@ class SearchOptions:
         need(self.cost_margin >= 0.0, "--cost-margin must be at least 0")
         need(0.0 <= self.explore <= 1.0, "--explore must be between 0 and 1")
         need(self.cost_prior in ("on", "off"), f"--cost-prior must be on or off, not '{self.cost_prior}'")
+        need(isinstance(self.lookahead, int) and 1 <= self.lookahead <= 3, "--lookahead must be 1, 2 or 3")
         need(self.menu_size >= 1, "--menu-size must be at least 1")
         need(self.prompt_tokens >= 1, "--prompt-tokens must be at least 1")
         need(self.retries >= 0, "--retries must be at least 0")

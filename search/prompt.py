@@ -169,6 +169,8 @@ def menu_entry(number: int, c, current, detail: str = "compact") -> str:
     else:
         changed = full_change(current, step.program)
     where = f"statement {step.site[0] + 1}" if step.site else "program"
+    if getattr(c, "description", None):            # a composite move: its name and what it does
+        return f"{number}. {c.name} at {where} ({c.description}): {changed}"
     return f"{number}. {step.strategy} at {where}{' (' + params + ')' if params else ''}: {changed}"
 
 

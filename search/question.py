@@ -27,7 +27,7 @@ def stratified(menu: list, rng: random.Random) -> list:
     strategies in a shuffled order): a short prefix covers many strategies, not 100 tilings."""
     by: dict[str, list] = {}
     for c in menu:
-        by.setdefault(c.step.strategy, []).append(c)
+        by.setdefault(getattr(c, "label", c.step.strategy), []).append(c)   # a composite: its own group
     groups = [by[s] for s in sorted(by)]
     rng.shuffle(groups)
     for g in groups:

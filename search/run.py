@@ -39,7 +39,10 @@ class Run:
         self.program = program
         self.options = options.validate()
         self.engine = engine if engine is not None else Engine(strategies=options.strategies)
-        self.space = Space(self.engine)
+        from .composite import load_table, resolve
+        table = resolve(self.options.composites, self.options.policy)
+        self.space = Space(self.engine, load_table(table or None, [s.name for s in self.engine.rulebook.strategies])
+                           if table is not None else None)
         self.run_id = run_id(program.to_json(), self.options.to_json())
         self.root_key = renaming_key(program)
         if database is None:
@@ -280,7 +283,7 @@ class Run:
             if not menu:
                 break
             c = menu[rng.randrange(len(menu))]
-            steps.append(c.step.detached())
+            steps.extend(st.detached() for st in c.steps)   # a composite move: all its steps
             program = c.program
             current = Node(-1, program, c.key, None, 0, strategy=c.step.strategy)
         if not steps:

@@ -10,6 +10,10 @@ A node's menu is the engine's enumeration of its program, less
   that failed verification;
 * steps that do not replay: ``Engine.apply`` must give back the enumerated program byte for
   byte, or the trajectory could not be replayed (a step key shared by two different steps).
+
+With a composites table (``search.composite``) the one-step entries are followed by the
+composite moves of the state (numbered on), less those whose result is closed, visited, the
+state itself or already a one-step entry.
 """
 from __future__ import annotations
 
@@ -91,6 +95,7 @@ class Candidate:
     key: str                          # renaming key of the result
     steps: tuple = ()                 # every step of the move (() means (step,))
     name: Optional[str] = None        # a composite's name
+    description: Optional[str] = None  # the composite's one-line description (menus, prompts)
 
     def __post_init__(self):
         if not self.steps:
@@ -134,11 +139,16 @@ def inverse_table(engine) -> dict[str, frozenset]:
 class Space:
     """Menus of nodes over one engine. ``stats`` counts what was withheld and why."""
 
-    def __init__(self, engine):
+    def __init__(self, engine, composites=None, limits=None):
         self.engine = engine
         self.inverse = inverse_table(engine)
-        self.stats = {"enumerated": 0, "inverse": 0, "visited": 0, "unreplayable": 0}
+        self.stats = {"enumerated": 0, "inverse": 0, "visited": 0, "unreplayable": 0, "composite": 0}
         self._menus: OrderedDict = OrderedDict()     # node key -> [(step, renaming key)], bounded
+        self.composites = None                       # search.composite.CompositeMenu, when a table is given
+        if composites:
+            from .composite import CompositeMenu, Limits
+            self.composites = CompositeMenu(engine, tuple(composites), limits or Limits())
+        self._moves: OrderedDict = OrderedDict()     # node key -> [(composite instance, renaming key)]
 
     def _steps(self, node: Node) -> list:
         """(step, renaming key, replays?) of every step of the node's program (cached per state)."""
@@ -189,7 +199,34 @@ class Space:
                 self.stats["visited"] += 1
                 continue
             out.append(Candidate(len(out) + 1, step, key))
+        if self.composites is not None:
+            offered = {c.key for c in out}
+            for inst, key in self._composite_moves(node):
+                if key in closed or key == node.key or key == parent_key or key in offered:
+                    self.stats["visited"] += 1
+                    continue
+                offered.add(key)
+                out.append(Candidate(len(out) + 1, inst.steps[-1], key, inst.steps, inst.composite.name,
+                                     inst.composite.description))
+                self.stats["composite"] += 1
         return out
+
+    def _composite_moves(self, node: Node) -> list:
+        """(instance, renaming key of its result) of the node's composite moves (cached per state)."""
+        got = self._moves.get(node.key)
+        if got is None:
+            got = [(inst, renaming_key(inst.program)) for inst in self.composites.of(node.program)]
+            self._moves[node.key] = got
+            while len(self._moves) > MENU_CACHE:
+                self._moves.popitem(last=False)
+        else:
+            self._moves.move_to_end(node.key)
+        return got
+
+    def successors(self, program, key: str) -> list:
+        """(step, renaming key) of the replayable one-step rewrites of a program (the same
+        cached enumeration as menus): what lookahead ranks continuations from."""
+        return [(s, k) for s, k, ok in self._steps(Node(-1, program, key, None, 0)) if ok]
 
     def steps_reaching(self, node: Node, key: str):
         """(step, replays?) of the enumerated step of ``node`` whose result is ``key`` modulo

@@ -8,7 +8,8 @@ does. Afterwards (item 4 of issue 21) a share ``explore`` of the picks stays ran
 the other picks are the best predicted, but only those predicted to beat the current node
 by more than ``cost_margin`` (predicted speedup over the node > 1 + margin). When nothing is
 predicted to win and no random pick was made, the single best prediction is measured: the
-explicit exploration rule that keeps the search moving and the model learning.
+explicit exploration rule that keeps the search moving and the model learning. With ``--lookahead`` 2 or 3
+an entry is ranked by the best prediction among its continuations (``search.lookahead``).
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import math
 from ..costmodel import CostModel, pretrained_status
 from ..features import FEATURES_VERSION, PROGRAM_FEATURES, program_features, relative
 from .base import Policy, Proposal, Request, Result, stratified
+
+LOOKAHEAD_WIDTH = 4      # --lookahead > 1: entries (and continuations per level) the model looks past
 
 
 class CostPolicy(Policy):
@@ -59,8 +62,14 @@ class CostPolicy(Policy):
             self.picks["cold"] += k
             return [Proposal(candidate=c) for c in order[:k]]
         base_path = [s.strategy for s in req.node.path]
-        xs = [self._x(c.program, c.key, base_path + [s.strategy for s in c.steps]) for c in req.menu]
-        scores = self.model.predict(xs)
+        if self.options.lookahead > 1:
+            from ..lookahead import rank
+            scores = rank(self.ctx.space, req.node, req.menu, self.model,
+                          lambda p, key, strategies: self._x(p, key, base_path + strategies),
+                          self.options.lookahead, LOOKAHEAD_WIDTH)
+        else:
+            xs = [self._x(c.program, c.key, base_path + [s.strategy for s in c.steps]) for c in req.menu]
+            scores = self.model.predict(xs)
         ranked = sorted(range(len(req.menu)), key=lambda i: (-scores[i], req.menu[i].number))
         bar = math.log(max(req.node.speedup or 1.0, 1e-9)) + math.log1p(self.options.cost_margin)
         winners = iter(i for i in ranked if scores[i] > bar)
