@@ -41,6 +41,8 @@ OPTIMISM = 0.9          # an unmeasured variant, before the model is ready: expe
 MODEL_ROWS = 3          # kernel measurements (variants) before the model's estimates are used
 STRUCTURE_SHARE = 0.5   # a structure is explored only while it costs at most this share of the samples left
 STRUCTURE_SAMPLES = 16  # and at most one structure per this many samples of the budget
+COMPOSITE_RANK = -10_000  # composite moves come before one-step variants among siblings of equal estimate
+COMPOSITE_FIRST = 4       # a slot's composite moves measured before its one-step variants (best estimates first)
 
 
 @dataclass
@@ -57,10 +59,11 @@ class Variant:
     ms: Optional[float] = None
     status: Optional[str] = None       # None: unmeasured; "accepted" or why not
     expanded: bool = False
+    moves: int = 0                     # moves from the slot's kernel (a composite move is one, of several steps)
 
     @property
     def depth(self) -> int:
-        return len(self.steps)
+        return self.moves
 
     @property
     def strategies(self) -> list[str]:
@@ -126,6 +129,7 @@ class KernelSearch:
         self.model = self._model()
         self._features: dict[str, list[float]] = {}
         self.stats: dict = {}
+        self.composite_variants = 0
 
     # ------------------------------------------------------------------ helpers
 
@@ -259,6 +263,7 @@ class KernelSearch:
         for s in steps:
             counts[s.key] = counts.get(s.key, 0) + 1
         lim.enumerated += len(steps)
+        self._add_composites(v)
         for rank, s in enumerate(_round_robin(steps, self.rng)):
             if len(self.variants) >= lim.nodes:
                 lim.stop = f"kernel nodes ({lim.nodes})"
@@ -272,8 +277,31 @@ class KernelSearch:
             if key in self.variants or not self.graph.add_variant(v.base, key):
                 continue
             self.variants[key] = Variant(key, v.base, s.program, v.steps + (_record_of(s),), v.keys + (key,),
-                                         v.key, rank)
+                                         v.key, rank, moves=v.moves + 1)
         lim.seconds_spent += time.perf_counter() - t0
+
+    def _add_composites(self, v: Variant) -> None:
+        """The run's composite moves (``search.composite``: tile, move the reduction in,
+        vectorise, parallelise, as one move) of ``v``, ranked before the one-step variants: a
+        kernel is where MetaSchedule's coordinated schedule applies, and a step of it alone is
+        rarely faster."""
+        menu = getattr(self.run.space, "composites", None)
+        if menu is None:
+            return
+        for i, inst in enumerate(menu.of(v.program)):
+            if len(self.variants) >= self.limits.nodes:
+                self.limits.stop = f"kernel nodes ({self.limits.nodes})"
+                return
+            try:
+                keys = tuple(renaming_key(s.program) for s in inst.steps)
+            except LeirError:
+                continue
+            key = keys[-1]
+            if key in self.variants or not self.graph.add_variant(v.base, key):
+                continue
+            self.variants[key] = Variant(key, v.base, inst.program, v.steps + tuple(_record_of(s) for s in inst.steps),
+                                         v.keys + keys, v.key, COMPOSITE_RANK + i, moves=v.moves + 1)
+            self.composite_variants += 1
 
     # ------------------------------------------------------------------ phases
 
@@ -331,9 +359,13 @@ class KernelSearch:
                 best = self._best(b)
                 if best is None:
                     continue
-                for k in self.graph.members.get(b, [b]):
+                members = self.graph.members.get(b, [b])
+                # composites first: up to COMPOSITE_FIRST of a slot's are measured before its one-step variants
+                tried = sum(1 for k in members if self.variants[k].rank < 0 and self.variants[k].status is not None)
+                for k in members:
                     if k in est:
-                        gain = (best.ms - est[k], -self.variants[k].rank, k)
+                        first = self.variants[k].rank < 0 and tried < COMPOSITE_FIRST
+                        gain = (first, best.ms - est[k], -self.variants[k].rank, k)
                         if pick is None or gain > pick[0]:
                             pick = (gain, self.variants[k])
             if pick is None:
@@ -428,7 +460,7 @@ class KernelSearch:
             "structures_explored": sum(1 for s in self.structures[1:] if s.verified is not None),
             "structures_equal": sum(1 for s in self.structures[1:] if s.verified),
             "egraph": self.graph.size(),
-            "variants": len(self.variants),
+            "variants": len(self.variants), "composite_variants": self.composite_variants,
             "measured": sum(1 for v in self.variants.values() if v.status is not None),
             "limits": {"max_depth": self.limits.depth, "kernel_nodes": self.limits.nodes,
                        "kernel_seconds": self.limits.seconds},
