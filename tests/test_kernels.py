@@ -395,3 +395,30 @@ def test_same_seed_same_choices(engine):
     same = lambda r: ([(s["kind"], s["key"], s.get("kernel_steps")) for s in r["samples"]],  # noqa: E731
                       r["summary"]["kernels"]["egraph"], r["summary"]["kernels"]["composed"], r["best"]["leir"])
     assert same(runs[0]) == same(runs[1])
+
+
+SPLIT_VEC = ('[[composite]]\nname = "sv"\ndescription = "split then vectorise"\n[[composite.step]]\n'
+             'strategy = "loop_split"\nloop = "@innermost @spatial"\nfactor = { min = 2 }\n'
+             '[[composite.step]]\nstrategy = "loop_vectorization"\nloop = "@innermost"\n')
+
+
+def test_composite_moves_are_a_slots_first_variants(engine, tmp_path):
+    """A kernel's composite moves (search.composite) are variants one move deep, measured before
+    its one-step variants, and a composed program built from one replays step by step."""
+    from search import run_search
+    table = tmp_path / "sv.toml"
+    table.write_text(SPLIT_VEC)
+    program = parse(SMALL_SOFTMAX)
+    traj = run_search(program, options(budget=8, composites=str(table)), engine=engine,
+                      verifier=TableVerifier(program), progress=lambda m: None)
+    rec = traj.record
+    k = rec["summary"]["kernels"]
+    assert k["composite_variants"] >= 1
+    variants = [s for s in rec["samples"] if s["kind"] == "kernel" and s.get("kernel_steps")]
+    assert variants, "no kernel variant was measured"
+    first = [st["strategy"] for st in variants[0]["kernel_steps"]]
+    assert first == ["loop_split", "loop_vectorization"]        # the composite, before any one-step variant
+    again = program
+    for st in rec["best"]["steps"]:
+        again = engine.apply(again, st)
+    assert again.to_leir() == rec["best"]["leir"]
