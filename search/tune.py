@@ -204,7 +204,8 @@ def _main(argv) -> int:
     from engine.leir.files import load_program, program_from_json
     ap = argparse.ArgumentParser(prog="python -m search.tune", description=__doc__.split("\n\n")[0])
     ap.add_argument("program", help="program file (.leir/.json), or a trajectory with --best")
-    ap.add_argument("--best", action="store_true", help="tune the best program of a search trajectory")
+    ap.add_argument("--best", action="store_true",
+                    help="tune the plain form of the best program of a search trajectory (rewrite-then-tune)")
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")

@@ -126,3 +126,37 @@ def test_metaschedule_tunes_the_online_softmax():
     online = step(Engine(strategies="paper"), orig, "online_softmax")
     r = tune(online, 8, original=orig, rounds=1, warmup=1, repeat=2)
     assert r["ok"] and r["measured"] > 0 and r["rel_err"] < 1e-5 and r["scan_blocks"] == ["F", "G"]
+
+
+def test_torch_table_matches_our_lowering_on_the_examples():
+    """benchmarks/torch_eager.EXAMPLES computes what each bundled example computes (our build,
+    same seeded inputs); a wrong entry (here: softmax over the other axis) is caught."""
+    import sys
+
+    from engine import load_program
+    sys.path.append(str(ROOT / "benchmarks"))
+    import torch_eager
+    assert sorted(torch_eager.EXAMPLES) == ["attention", "conv2d", "layernorm", "matmul", "softmax"]
+    for name in torch_eager.EXAMPLES:
+        assert torch_eager.check_example(name, load_program(EXAMPLES / f"{name}.leir")) < 1e-5, name
+    import torch
+    right = torch_eager.EXAMPLES["softmax"]
+    try:
+        torch_eager.EXAMPLES["softmax"] = lambda t: {"C": torch.softmax(t["A"], dim=0)}
+        assert torch_eager.check_example("softmax", load_program(EXAMPLES / "softmax.leir")) > 1e-2
+    finally:
+        torch_eager.EXAMPLES["softmax"] = right
+    fn, args = torch_eager.example_call("matmul", load_program(EXAMPLES / "matmul.leir"))
+    assert torch_eager.time_ms(fn, args, 1, warmup=1, repeat=2, min_repeat_ms=0.1) > 0
+
+
+def test_benchmark_rejects_unknown_algorithms_and_policies(capsys):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_search", ROOT / "benchmarks" / "search.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--algorithms", "greedy,nosuch", "--phase", "table", "--out", "/nonexistent/x"]) == 2
+    err = capsys.readouterr().err
+    assert "error: unknown algorithm nosuch" in err and "Traceback" not in err
+    assert bench.main(["--policies", "nopolicy", "--phase", "table"]) == 2
+    assert "unknown policy nopolicy" in capsys.readouterr().err
