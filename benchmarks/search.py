@@ -173,6 +173,7 @@ def load_runs(a, name):
 
 def phase_tune(a, progs):
     from engine.leir.parser import parse_body
+    from search.plain import plain_program
     (a.out / "tune").mkdir(parents=True, exist_ok=True)
     for name in a.workloads:
         res_path = a.out / "tune" / f"{name}.jsonl"
@@ -184,11 +185,14 @@ def phase_tune(a, progs):
                 {"name": f"ms{a.tune_trials}", "program": prog.to_json(), "original": prog.to_json(),
                  "trials": a.tune_trials}]
         if runs:
-            # our best programs, best first; search.tune gives MetaSchedule their plain form (the next
-            # one is tried when it finds no schedule)
-            ranked = sorted(runs, key=lambda r: -r["best"]["speedup"])
-            progs_ = list(dict.fromkeys(r["best"]["leir"] for r in ranked if r["best"]["steps"]))[:4]
-            bps = [prog.with_body(parse_body(t)).to_json() for t in progs_]
+            # our fastest programs (every run's verified nodes, by search-time speedup) whose plain form
+            # differs from the original's: one that is loop schedules only (tiles, annotations) is the
+            # original again once plain, and tune-alone covers it. search.tune tunes their plain form;
+            # the next is tried when MetaSchedule finds no schedule for one.
+            base = plain_program(prog).to_leir()
+            nodes = sorted((n for r in runs for n in r["nodes"] if n.get("depth")), key=lambda n: -n["speedup"])
+            cands = [prog.with_body(parse_body(t)) for t in dict.fromkeys(n["leir"] for n in nodes)]
+            bps = [c.to_json() for c in cands if plain_program(c).to_leir() != base][:4]
             if bps:
                 jobs.append({"name": f"rewrite+ms{a.tune_trials}", "program": bps[0], "alternatives": bps[1:],
                              "original": prog.to_json(), "trials": a.tune_trials})

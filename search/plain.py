@@ -127,4 +127,43 @@ def _build(lin: dict):
     return expr
 
 
-__all__ = ["plain_program"]
+__all__ = ["parallel_scans", "plain_program"]
+
+
+def parallel_scans(program):
+    """``program`` with the leading loops of each *scan* nest (one that reads an element of a
+    tensor it writes at another index: a prefix max or running sum) that its iterations do not
+    share made parallel (``P``). MetaSchedule cannot parallelise above a scan block (it is
+    neither complete nor a reduction), so the tuning TIR brings this parallelism itself."""
+    return program.with_body(tuple(_parallel_scan(it) if isinstance(it, Nest) and _is_scan(it) else it
+                                   for it in program.body))
+
+
+def _refs(items):
+    from engine.leir.ast import Ref, equations, walk
+    for _, eq in equations(items):
+        yield eq.lhs, True
+        for e in walk(eq.rhs):
+            if isinstance(e, Ref):
+                yield e, False
+
+
+def _is_scan(nest: Nest) -> bool:
+    refs = list(_refs((nest,)))
+    written = {r.name: r.index for r, w in refs if w}
+    return any(not w and r.name in written and r.index != written[r.name] for r, w in refs)
+
+
+def _parallel_scan(nest: Nest) -> Nest:
+    refs = list(_refs((nest,)))
+    written = {r.name for r, w in refs if w}
+    mine = [r for r, _ in refs if r.name in written]
+    loops = list(nest.loops)
+    for k, loop in enumerate(loops):
+        # every access to a written tensor has this loop's variable alone at one same position
+        pos = {next((j for j, e in enumerate(r.index) if isinstance(e, Var) and e.name == loop.var), None)
+               for r in mine}
+        if len(pos) != 1 or None in pos:
+            break
+        loops[k] = replace(loop, kind="P")
+    return Nest(tuple(loops), nest.body)

@@ -16,7 +16,9 @@ sum of the prefix/online softmax forms: ``F[i, a] = max(F[i, a-1], A[i, a])``), 
 annotated ``leir_scan``. Such a block is neither complete nor a reduction, so ``Parallel`` on any
 loop above it fails its compact-dataflow check and ``RewriteParallelVectorizeUnroll`` rejected
 every schedule of the function (all 512 per round); annotated loops are ones that post-processor
-leaves alone, so the scan stays serial and every other block is scheduled as usual.
+leaves alone, so MetaSchedule leaves the scan as it is and schedules every other block as usual; the
+rows of a scan are independent, so its leading loops that no two iterations share are made parallel
+beforehand (``search.plain.parallel_scans``).
 
 MetaSchedule can crash the process (TVM 0.27 with apache-tvm-ffi 0.1.15 segfaults in
 ``ToJSONGraph`` as soon as tuning starts; 0.1.14.post1 works): run this in a subprocess, as
@@ -82,13 +84,14 @@ def scan_blocks(sch) -> list[str]:
 
 def tune_module(program):
     """``(IRModule, scratch, scans)``: the TIR MetaSchedule tunes for ``program``: its plain form
-    lowered without our vectoriser, scan blocks' loops annotated (module doc)."""
+    lowered without our vectoriser, scans' independent outer loops parallel and their loops
+    annotated (module doc)."""
     import tvm
 
     from lowering.tir import from_tvmscript, lower_module
 
-    from .plain import plain_program
-    lowered = lower_module(plain_program(program), "llvm", vectorize=False)
+    from .plain import parallel_scans, plain_program
+    lowered = lower_module(parallel_scans(plain_program(program)), "llvm", vectorize=False)
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": from_tvmscript(lowered.text)}))
     scans = scan_blocks(sch)
     for name in scans:

@@ -105,6 +105,8 @@ def test_scan_blocks_are_what_the_postprocessor_rejected(engine):
         return bool(pp.apply(sch)), sch
     mod, scratch, scans = tune_module(online)
     assert scans == ["F", "G"]
+    # the rows of the scan are independent: its row loop comes parallel, its running loop serial
+    assert mod.script().count("T.parallel(32") == 1 and "T.parallel(1024" not in mod.script()
     bare = tvm.IRModule({"main": from_tvmscript(lower_module(plain_program(online), "llvm", vectorize=False).text)})
     assert postproc_accepts(bare)[0] is False
     ok, sch = postproc_accepts(mod)
