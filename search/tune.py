@@ -151,7 +151,12 @@ def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, ro
     out.update(evaluate_schedule(sch.mod, plain, scratch, original=original, rounds=rounds,
                                  warmup=warmup, repeat=repeat, min_repeat_ms=min_repeat_ms))
     out["best_trial_ms"] = min(statistics.fmean(float(x) for x in r.run_secs) * 1e3 for r in measured)
+    if not out["rel_err"] <= MAX_REL_ERR:          # a schedule that computes something else is no result
+        out.update({"ok": False, "reason": f"tuned schedule differs from the original (rel err {out['rel_err']:.2e})"})
     return out
+
+
+MAX_REL_ERR = 1e-4
 
 
 TARGET = {"kind": "llvm", "num-cores": 2}
