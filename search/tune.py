@@ -15,7 +15,7 @@ that reads an element of the tensor it writes with no reduction init (the prefix
 sum of the prefix/online softmax forms: ``F[i, a] = max(F[i, a-1], A[i, a])``), gets its loops
 annotated ``leir_scan``. Such a block is neither complete nor a reduction, so ``Parallel`` on any
 loop above it fails its compact-dataflow check and ``RewriteParallelVectorizeUnroll`` rejected
-every schedule of the function (all 512 per round); annotated loops are ones that post-processor
+every schedule of the function (512 more failures a round, none measured); annotated loops are ones that post-processor
 leaves alone, so MetaSchedule leaves the scan as it is and schedules every other block as usual; the
 rows of a scan are independent, so its leading loops that no two iterations share are made parallel
 beforehand (``search.plain.parallel_scans``).
