@@ -1,7 +1,8 @@
 """Search against the tool users would otherwise pick (TVM MetaSchedule), on llvm.
 
-    python benchmarks/search.py [--out DIR] [--phase search|tune|heldout|table|all] [--algorithms ...]
-                                [--policies cost,measure,random] [--budget 64] [--early 16] [--ffi-path DIR]
+    python benchmarks/search.py [--out DIR] [--phase search|tune|heldout|torch|table|all] [--algorithms ...]
+                                [--policies cost,measure,random] [--budget 64] [--early 16] [--tune-trials 64]
+                                [--heldout-algorithms greedy] [--ffi-path DIR]
 
 Phases (each resumable: finished pieces are files under DIR and are skipped when run again;
 run it in pieces on a small machine):
@@ -10,14 +11,21 @@ run it in pieces on a small machine):
   stops a run (no algorithm or policy depends on it), so the best reached within the first
   ``--early`` samples is what a run with that budget finds: both columns come from one run
   (the early one is the search-time measurement, the full one is confirmed by re-timing
-  against the original in alternation).
+  against the original in alternation). ``random`` runs with seeds 0, 1, 2. Every run's best
+  trajectory is replayed (``search.replay``) and its samples checked against the budget.
 * ``tune``: ``tune_tir`` (XGBoost cost model) on the plain TIR of the original with ``--early``
-  and ``--budget`` trials, and on our best program with ``--budget`` trials (rewrite-then-tune),
-  one subprocess per workload (``python -m search.tune --jobs``: a crash is a result).
+  and ``--tune-trials`` trials, and on the plain form (``search.plain``) of our best programs with
+  ``--tune-trials`` trials (rewrite-then-tune), one subprocess per workload (``python -m
+  search.tune --jobs``: a crash is a result).
 * ``heldout``: KernelBench-style workloads of the library translated at reduced shapes
-  (programs no run above saw): greedy with measure, cost (the database the search phase
-  wrote) and random at ``--early`` samples; every best trajectory is replayed.
-* ``table``: markdown + JSON + a plot.
+  (programs no run above saw): ``--heldout-algorithms`` with every policy (the database the
+  search phase wrote for ``cost``) at ``--early`` and ``--budget`` samples, random with 3 seeds;
+  every best trajectory is replayed.
+* ``torch``: torch eager on the same CPU (``torch.set_num_threads`` = the cores our timings use):
+  a library workload's own model, a bundled example's function from ``benchmarks/torch_eager.py``
+  (checked against our lowering's output first).
+* ``table``: markdown + JSON + a plot; samples-to-reach X per run (X = random's median best at the
+  same budget, X = MetaSchedule's best at ``--tune-trials``) and how far each best is from torch.
 """
 from __future__ import annotations
 
@@ -34,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 ALGORITHMS = ("greedy", "beam", "bfs", "dfs", "mcts", "chain", "chain-no-parent")
 POLICIES = ("cost", "measure", "random")
+RANDOM_SEEDS = (0, 1, 2)          # a random policy's figures are the median over these seeds
 EXAMPLES = ("matmul", "softmax", "layernorm", "attention", "conv2d")
 # gemm + activation from the workload library (KernelBench level 2), shapes this machine times in ms
 GEMM_ACT = ("Gemm_ReLU_Divide", {"B": 64, "N": 128, "M": 96})
@@ -85,6 +94,36 @@ def run_one(program, algorithm, policy, budget, out: Path, engine, verifier, cos
     return traj.record
 
 
+def seeds(policy: str) -> tuple:
+    return RANDOM_SEEDS if policy == "random" else (0,)
+
+
+def run_path(folder: Path, stem: str, seed: int) -> Path:
+    return folder / (f"{stem}.json" if seed == 0 else f"{stem}-s{seed}.json")
+
+
+def checked(rec: dict, path: Path) -> dict:
+    """The run's replay of its best trajectory and its budget check (kept beside it: replay
+    re-times, so it is done once)."""
+    from engine.leir.files import write_atomic
+    from search.replay import replay
+    side = path.with_suffix(".check.json")
+    if side.exists():
+        return json.loads(side.read_text())
+    rp = replay(rec)
+    out = {"replayed": bool(rp.get("reproduced") and rp.get("equal")), "replay": rp,
+           "samples": rec["summary"]["samples"], "budget": rec["options"]["budget"],
+           "within_budget": rec["summary"]["samples"] <= rec["options"]["budget"]}
+    write_atomic(side, json.dumps(out, indent=1))
+    return out
+
+
+def median(xs):
+    import statistics
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
 def best_within(rec: dict, n: int) -> float:
     """Search-time best speedup within the first ``n`` samples."""
     best = 1.0
@@ -109,15 +148,22 @@ def phase_search(a, progs):
         for name in a.workloads:
             for alg in a.algorithms:
                 for pol in a.policies:
-                    run_one(progs[name], alg, pol, a.budget, a.out / "runs" / name / f"{alg}-{pol}.json", engine,
-                            verifier, cost_db=str(a.out / "costdb.jsonl"))
+                    for seed in seeds(pol):
+                        path = run_path(a.out / "runs" / name, f"{alg}-{pol}", seed)
+                        rec = run_one(progs[name], alg, pol, a.budget, path, engine, verifier,
+                                      cost_db=str(a.out / "costdb.jsonl"), seed=seed)
+                        checked(rec, path)
 
 
 def load_runs(a, name):
     out = []
     for p in sorted((a.out / "runs" / name).glob("*.json")):
+        if p.name.endswith(".check.json"):
+            continue
         rec = json.loads(p.read_text())
         if rec.get("complete"):
+            side = p.with_suffix(".check.json")
+            rec["check"] = json.loads(side.read_text()) if side.exists() else None
             out.append(rec)
     return out
 
@@ -127,6 +173,7 @@ def load_runs(a, name):
 
 def phase_tune(a, progs):
     from engine.leir.parser import parse_body
+    from search.plain import plain_program
     (a.out / "tune").mkdir(parents=True, exist_ok=True)
     for name in a.workloads:
         res_path = a.out / "tune" / f"{name}.jsonl"
@@ -135,16 +182,20 @@ def phase_tune(a, progs):
         prog = progs[name]
         runs = load_runs(a, name)
         jobs = [{"name": f"ms{a.early}", "program": prog.to_json(), "original": prog.to_json(), "trials": a.early},
-                {"name": f"ms{a.budget}", "program": prog.to_json(), "original": prog.to_json(), "trials": a.budget}]
+                {"name": f"ms{a.tune_trials}", "program": prog.to_json(), "original": prog.to_json(),
+                 "trials": a.tune_trials}]
         if runs:
-            # our best programs, best first (MetaSchedule cannot schedule every rewritten TIR: the
-            # next one is tried when it finds no schedule)
-            ranked = sorted(runs, key=lambda r: -r["best"]["speedup"])
-            progs_ = list(dict.fromkeys(r["best"]["leir"] for r in ranked if r["best"]["steps"]))[:4]
-            bps = [prog.with_body(parse_body(t)).to_json() for t in progs_]
+            # our fastest programs (every run's verified nodes, by search-time speedup) whose plain form
+            # differs from the original's: one that is loop schedules only (tiles, annotations) is the
+            # original again once plain, and tune-alone covers it. search.tune tunes their plain form;
+            # the next is tried when MetaSchedule finds no schedule for one.
+            base = plain_program(prog).to_leir()
+            nodes = sorted((n for r in runs for n in r["nodes"] if n.get("depth")), key=lambda n: -n["speedup"])
+            cands = [prog.with_body(parse_body(t)) for t in dict.fromkeys(n["leir"] for n in nodes)]
+            bps = [c.to_json() for c in cands if plain_program(c).to_leir() != base][:4]
             if bps:
-                jobs.append({"name": f"rewrite+ms{a.budget}", "program": bps[0], "alternatives": bps[1:],
-                             "original": prog.to_json(), "trials": a.budget})
+                jobs.append({"name": f"rewrite+ms{a.tune_trials}", "program": bps[0], "alternatives": bps[1:],
+                             "original": prog.to_json(), "trials": a.tune_trials})
         jobs = [j for j in jobs if j["name"] not in done]
         if not jobs:
             continue
@@ -182,98 +233,206 @@ def load_tune(a, name) -> dict:
 # ------------------------------------------------------------------------------------ held-out
 
 
+def heldout_key(name, alg, pol, budget, seed) -> str:
+    return f"{name}/{alg}/{pol}/b{budget}/s{seed}"
+
+
 def phase_heldout(a):
     from engine import Engine
+    from engine.leir.files import write_atomic
     from lowering import Verifier
-    from search.replay import replay
     engine = Engine(strategies="paper")
     res_path = a.out / "heldout.json"
     results = json.loads(res_path.read_text()) if res_path.exists() else {}
     with Verifier("llvm", trials=3, timeout=300, repeat=7) as verifier:
         for name, shapes in HELDOUT:
             prog = library_program(name, shapes)
-            for pol in ("measure", "cost", "random"):
-                key = f"{name}/{pol}"
-                if key in results:
-                    continue
-                rec = run_one(prog, "greedy", pol, a.early, a.out / "heldout" / f"{name}-{pol}.json", engine,
-                              verifier, cost_db=str(a.out / "costdb.jsonl"))
-                rp = replay(rec)
-                results[key] = {"program": name, "policy": pol, "samples": rec["summary"]["samples"],
-                                "budget": a.early, "speedup": rec["best"]["speedup"],
-                                "search_speedup": rec["best"]["search_speedup"],
-                                "strategies": rec["best"]["strategies"], "replay": rp,
-                                "original_ms": rec["original"]["median_ms"]}
-                from engine.leir.files import write_atomic
-                write_atomic(res_path, json.dumps(results, indent=1))
+            for budget in sorted({a.early, a.budget}):
+                for alg in a.heldout_algorithms:
+                    for pol in a.policies:
+                        for seed in seeds(pol):
+                            key = heldout_key(name, alg, pol, budget, seed)
+                            if key in results:
+                                continue
+                            path = a.out / "heldout" / name / f"{alg}-{pol}-b{budget}-s{seed}.json"
+                            rec = run_one(prog, alg, pol, budget, path, engine, verifier,
+                                          cost_db=str(a.out / "costdb.jsonl"), seed=seed)
+                            results[key] = {"program": name, "algorithm": alg, "policy": pol, "budget": budget,
+                                            "seed": seed, "speedup": rec["best"]["speedup"],
+                                            "search_speedup": rec["best"]["search_speedup"],
+                                            "curve": rec["summary"]["curve"],
+                                            "strategies": rec["best"]["strategies"], "check": checked(rec, path),
+                                            "original_ms": rec["original"]["median_ms"]}
+                            write_atomic(res_path, json.dumps(results, indent=1))
+
+
+# ------------------------------------------------------------------------------------ torch
+
+
+def phase_torch(a, progs):
+    """Torch eager per workload (benchmark and held-out), with ``--threads`` torch threads."""
+    import torch_eager
+    from dataset.timing import machine_label
+    from engine.leir.files import write_atomic
+    path = a.out / "torch.json"
+    done = json.loads(path.read_text()) if path.exists() else {}
+    todo = [(n, None) for n in a.workloads] + [(n, s) for n, s in HELDOUT]
+    for name, shapes in todo:
+        if name in done:
+            continue
+        row = {"threads": a.threads, "machine": machine_label("llvm")}
+        if name in torch_eager.EXAMPLES:
+            row["check_rel_err"] = torch_eager.check_example(name, progs[name])
+            if row["check_rel_err"] > 1e-4:
+                raise RuntimeError(f"{name}: torch function differs from our lowering ({row['check_rel_err']:.2e})")
+            fn, args = torch_eager.example_call(name, progs[name])
+        else:
+            fn, args = torch_eager.library_call(*((name, shapes) if shapes else GEMM_ACT))
+        row["torch_ms"] = torch_eager.time_ms(fn, args, a.threads)
+        # one thread too: on a loaded machine torch's thread pool waits for a descheduled worker
+        # (a time slice, milliseconds), which this figure does not
+        row["torch_ms_1_thread"] = torch_eager.time_ms(fn, args, 1)
+        done[name] = row
+        log(f"{name}: torch eager {row['torch_ms']:.4f} ms ({a.threads} threads)")
+        write_atomic(path, json.dumps(done, indent=1))
+
+
+def load_torch(a) -> dict:
+    p = a.out / "torch.json"
+    return json.loads(p.read_text()) if p.exists() else {}
 
 
 # ------------------------------------------------------------------------------------ table
 
 
+def _fmt(v):
+    return "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+
+
+def _md(cols, rows) -> list[str]:
+    return (["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+            + ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows])
+
+
+def method_rows(a, runs, x_ms, torch_ms) -> list[dict]:
+    """One row per algorithm/policy (medians over a random policy's seeds); samples-to-reach
+    X on the search-time curve: X = random's median best at the same budget, MetaSchedule's best."""
+    by = {}
+    for r in runs:
+        by.setdefault((r["options"]["algorithm"], r["options"]["policy"]), []).append(r)
+    rand = {alg: {n: median(best_within(r, n) for r in rs) for n in (a.early, a.budget)}
+            for (alg, pol), rs in by.items() if pol == "random"}
+    rows = []
+    for (alg, pol), rs in sorted(by.items()):
+        conf = median(r["best"]["speedup"] for r in rs)
+        orig_ms = median(r["original"]["median_ms"] for r in rs)
+        best_ms = orig_ms / conf if conf else None
+        row = {"method": f"{alg}/{pol}", "seeds": len(rs), "original_ms": orig_ms,
+               f"best@{a.early}": median(best_within(r, a.early) for r in rs),
+               f"best@{a.budget}": median(best_within(r, a.budget) for r in rs),
+               f"confirmed@{a.budget}": conf, "best_ms": best_ms,
+               "x_torch": best_ms / torch_ms if best_ms and torch_ms else None,
+               "reach_ms": median(samples_to_reach(r, x_ms) for r in rs) if x_ms else None,
+               "within_budget": all(r["summary"]["samples"] <= r["options"]["budget"] for r in rs),
+               "replayed": all(r.get("check") and r["check"]["replayed"] for r in rs),
+               "strategies": median(len(r["best"]["strategies"]) for r in rs),
+               "samples": max(r["summary"]["samples"] for r in rs)}
+        for n in (a.early, a.budget):
+            x = rand.get(alg, {}).get(n)
+            row[f"reach_random@{n}"] = median(samples_to_reach(r, x) for r in rs) if x and pol != "random" else None
+        rows.append(row)
+    return rows
+
+
 def phase_table(a, progs):
     from engine.leir.files import write_atomic
     rows, summary = [], {}
+    torch = load_torch(a)
+    ms_name = f"ms{a.tune_trials}"
+    rt_name = f"rewrite+ms{a.tune_trials}"
     for name in a.workloads:
-        runs = load_runs(a, name)
         tune = load_tune(a, name)
-        ms_full = tune.get(f"ms{a.budget}", {})
+        ms_full = tune.get(ms_name, {})
         ms_sp = ms_full.get("speedup") if ms_full.get("ok") else None
-        for r in runs:
-            o = r["options"]
-            rows.append({"workload": name, "method": f"{o['algorithm']}/{o['policy']}",
-                         "original_ms": r["original"]["median_ms"],
-                         f"best@{a.early}": best_within(r, a.early),
-                         f"best@{a.budget}": best_within(r, a.budget),
-                         f"confirmed@{a.budget}": r["best"]["speedup"],
-                         "samples_to_reach_ms": samples_to_reach(r, ms_sp) if ms_sp else None,
-                         "strategies": len(r["best"]["strategies"]), "samples": r["summary"]["samples"]})
-        for k in (f"ms{a.early}", f"ms{a.budget}", f"rewrite+ms{a.budget}"):
+        torch_ms = torch.get(name, {}).get("torch_ms")
+        ours = method_rows(a, load_runs(a, name), ms_sp, torch_ms)
+        for r in ours:
+            r["workload"] = name
+        rows += ours
+        for k in (f"ms{a.early}", ms_name, rt_name):
             d = tune.get(k)
             if d:
+                sp = d.get("speedup") if d.get("ok") else None
+                best_ms = d.get("tuned_ms") if d.get("ok") else None
                 rows.append({"workload": name, "method": f"MetaSchedule {k}", "original_ms": d.get("original_ms"),
-                             f"best@{a.early}": d.get("speedup") if k == f"ms{a.early}" else None,
-                             f"best@{a.budget}": d.get("speedup") if k != f"ms{a.early}" else None,
-                             f"confirmed@{a.budget}": d.get("speedup") if k != f"ms{a.early}" else None,
-                             "samples_to_reach_ms": None, "strategies": None,
+                             f"best@{a.early}": sp if k == f"ms{a.early}" else None,
+                             f"best@{a.budget}": sp if k != f"ms{a.early}" else None,
+                             f"confirmed@{a.budget}": sp if k != f"ms{a.early}" else None, "best_ms": best_ms,
+                             "x_torch": best_ms / torch_ms if best_ms and torch_ms else None,
                              "samples": d.get("measured"), "ok": d.get("ok"), "reason": d.get("reason")})
-        ours = [r for r in rows if r["workload"] == name and not r["method"].startswith("MetaSchedule")]
-        best_ours = max((r[f"confirmed@{a.budget}"] for r in ours), default=None)
-        reach = [r["samples_to_reach_ms"] for r in ours if r["samples_to_reach_ms"] is not None]
-        rt = tune.get(f"rewrite+ms{a.budget}", {})
+        if torch_ms:
+            rows.append({"workload": name, "method": f"torch eager ({torch[name]['threads']} threads)",
+                         "best_ms": torch_ms, "x_torch": 1.0})
+        best_ours = max((r[f"confirmed@{a.budget}"] for r in ours if r[f"confirmed@{a.budget}"]), default=None)
+        reach = [r["reach_ms"] for r in ours if r["reach_ms"] is not None]
+        rt = tune.get(rt_name, {})
+        best_ms = min((r["best_ms"] for r in ours if r["best_ms"]), default=None)
         summary[name] = {"ours_best_confirmed": best_ours, "metaschedule": ms_sp,
                          "fewest_samples_to_reach_metaschedule": min(reach) if reach else None,
                          "reached_with_quarter_budget": bool(reach) and min(reach) <= a.budget // 4,
                          "rewrite_then_tune": rt.get("speedup") if rt.get("ok") else None,
-                         "rewrite_then_tune_beats_tune": (rt.get("speedup") or 0) > (ms_sp or float("inf"))}
-    cols = ["workload", "method", "original_ms", f"best@{a.early}", f"best@{a.budget}", f"confirmed@{a.budget}",
-            "samples_to_reach_ms", "strategies", "samples"]
-
-    def f(v):
-        return "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
-    md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    md += ["| " + " | ".join(f(r.get(c)) for c in cols) + " |" for r in rows]
+                         "rewrite_then_tune_beats_tune": (rt.get("speedup") or 0) > (ms_sp or float("inf")),
+                         "torch_ms": torch_ms, "ours_best_ms": best_ms,
+                         "ours_x_slower_than_torch": best_ms / torch_ms if best_ms and torch_ms else None,
+                         "all_within_budget": all(r["within_budget"] for r in ours),
+                         "all_replayed": all(r["replayed"] for r in ours)}
+    cols = ["workload", "method", "seeds", "original_ms", f"best@{a.early}", f"best@{a.budget}",
+            f"confirmed@{a.budget}", "best_ms", "x_torch", f"reach_random@{a.early}", f"reach_random@{a.budget}",
+            "reach_ms", "within_budget", "replayed", "strategies", "samples"]
+    md = _md(cols, rows)
     md += ["", "| workload | ours (confirmed) | MetaSchedule | fewest samples to reach MS | <= budget/4 | "
-           "rewrite+MS | rewrite+MS > MS |", "|---|---|---|---|---|---|---|"]
-    md += [f"| {n} | {f(s['ours_best_confirmed'])} | {f(s['metaschedule'])} | "
-           f"{f(s['fewest_samples_to_reach_metaschedule'])} | {s['reached_with_quarter_budget']} | "
-           f"{f(s['rewrite_then_tune'])} | {s['rewrite_then_tune_beats_tune']} |" for n, s in summary.items()]
-    held = a.out / "heldout.json"
-    if held.exists():
-        h = json.loads(held.read_text())
-        md += ["", f"Held-out (greedy, {a.early} samples): speedup (confirmed) per policy, replayed?",
-               "", "| program | measure | cost | random |", "|---|---|---|---|"]
-        for name, _ in HELDOUT:
-            cells = []
-            for pol in ("measure", "cost", "random"):
-                d = h.get(f"{name}/{pol}")
-                cells.append("-" if d is None else f"{d['speedup']:.3f} ({'ok' if d['replay']['reproduced'] and d['replay']['equal'] else 'NO'})")
-            md.append(f"| {name} | " + " | ".join(cells) + " |")
+           "rewrite+MS | rewrite+MS > MS | torch ms | ours / torch | within budget | replayed |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    md += [f"| {n} | {_fmt(s['ours_best_confirmed'])} | {_fmt(s['metaschedule'])} | "
+           f"{_fmt(s['fewest_samples_to_reach_metaschedule'])} | {s['reached_with_quarter_budget']} | "
+           f"{_fmt(s['rewrite_then_tune'])} | {s['rewrite_then_tune_beats_tune']} | {_fmt(s['torch_ms'])} | "
+           f"{_fmt(s['ours_x_slower_than_torch'])} | {s['all_within_budget']} | {s['all_replayed']} |"
+           for n, s in summary.items()]
+    held_rows = heldout_rows(a, torch)
+    if held_rows:
+        md += ["", "Held-out (medians over random's seeds): confirmed speedup, samples to reach random's median "
+               "best at the same budget, torch eager", ""]
+        md += _md(["program", "budget", "method", "seeds", "speedup", "reach_random", "within_budget", "replayed",
+                   "best_ms", "torch_ms", "x_torch"], held_rows)
     text = "\n".join(md) + "\n"
     write_atomic(a.out / "table.md", text)
-    write_atomic(a.out / "table.json", json.dumps({"rows": rows, "summary": summary}, indent=1))
+    write_atomic(a.out / "table.json", json.dumps({"rows": rows, "summary": summary, "heldout": held_rows}, indent=1))
     plot(a, rows)
     print(text)
+
+
+def heldout_rows(a, torch) -> list[dict]:
+    held = a.out / "heldout.json"
+    if not held.exists():
+        return []
+    h = json.loads(held.read_text())
+    groups = {}
+    for d in h.values():
+        groups.setdefault((d["program"], d["budget"], d["algorithm"], d["policy"]), []).append(d)
+    rows = []
+    for (prog, budget, alg, pol), ds in sorted(groups.items()):
+        rand = groups.get((prog, budget, alg, "random"), [])
+        x = median(max([1.0] + [sp for _, sp in d["curve"]]) for d in rand) if rand else None
+        sp = median(d["speedup"] for d in ds)
+        best_ms = median(d["original_ms"] for d in ds) / sp if sp else None
+        tm = torch.get(prog, {}).get("torch_ms")
+        rows.append({"program": prog, "budget": budget, "method": f"{alg}/{pol}", "seeds": len(ds), "speedup": sp,
+                     "reach_random": median(samples_to_reach({"summary": {"curve": d["curve"]}}, x) for d in ds)
+                     if x and pol != "random" else None,
+                     "within_budget": all(d["check"]["within_budget"] for d in ds),
+                     "replayed": all(d["check"]["replayed"] for d in ds), "best_ms": best_ms, "torch_ms": tm,
+                     "x_torch": best_ms / tm if best_ms and tm else None})
+    return rows
 
 
 def plot(a, rows):
@@ -281,10 +440,11 @@ def plot(a, rows):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     names = list(dict.fromkeys(r["workload"] for r in rows))
-    methods = ["best ours", f"MetaSchedule ms{a.budget}", f"MetaSchedule rewrite+ms{a.budget}"]
+    methods = ["best ours", f"MetaSchedule ms{a.tune_trials}", f"MetaSchedule rewrite+ms{a.tune_trials}"]
     vals = {m: [] for m in methods}
     for n in names:
-        ours = [r[f"confirmed@{a.budget}"] for r in rows if r["workload"] == n and not r["method"].startswith("Meta")]
+        ours = [r[f"confirmed@{a.budget}"] or 0 for r in rows
+                if r["workload"] == n and "/" in r["method"] and not r["method"].startswith("Meta")]
         vals["best ours"].append(max(ours) if ours else 0)
         for m in methods[1:]:
             got = [r[f"confirmed@{a.budget}"] for r in rows if r["workload"] == n and r["method"] == m]
@@ -295,21 +455,41 @@ def plot(a, rows):
         ax.bar([x + (i - 1) * w for x in range(len(names))], vals[m], w, label=m)
     ax.axhline(1.0, color="grey", ls="--", lw=0.8)
     ax.set_xticks(range(len(names)), names)
-    ax.set_ylabel(f"speedup over the original (llvm), {a.budget} measurements")
+    ax.set_ylabel(f"speedup over the original (llvm), {a.budget} samples / {a.tune_trials} trials")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(a.out / "search.png")
 
 
+def check_names(kind: str, names: list, known) -> None:
+    """Algorithms and policies come from the search's registries (which grow): a name not there
+    is the user's error."""
+    from engine.leir.diagnostics import LeirError
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise LeirError(f"unknown {kind} {', '.join(bad)} (known: {', '.join(sorted(known))})")
+
+
 def main(argv=None) -> int:
+    from engine.leir.cli import run_cli
+    return run_cli(_main, argv)
+
+
+def _main(argv) -> int:
+    from search.algorithms import ALGORITHMS as KNOWN_ALGORITHMS
+    from search.policies import POLICIES as KNOWN_POLICIES
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-search")
-    ap.add_argument("--phase", choices=("search", "tune", "heldout", "table", "all"), default="all")
+    ap.add_argument("--phase", choices=("search", "tune", "heldout", "torch", "table", "all"), default="all")
     ap.add_argument("--workloads", default=",".join((*EXAMPLES, "gemm_relu")))
     ap.add_argument("--algorithms", default=",".join(ALGORITHMS))
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--budget", type=int, default=64)
     ap.add_argument("--early", type=int, default=16)
+    ap.add_argument("--tune-trials", type=int, default=64, help="MetaSchedule trials (tune-alone and rewrite+tune)")
+    ap.add_argument("--heldout-algorithms", default="greedy")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="torch threads for the torch eager column (the cores our timings use)")
     ap.add_argument("--ffi-path", default=os.environ.get("LEIR_TVM_FFI_PATH", ""),
                     help="a directory holding apache-tvm-ffi 0.1.14.post1, put first on the tuning subprocess's path "
                          "(when the environment has 0.1.15, which crashes MetaSchedule)")
@@ -318,6 +498,9 @@ def main(argv=None) -> int:
     a.workloads = a.workloads.split(",")
     a.algorithms = a.algorithms.split(",")
     a.policies = a.policies.split(",")
+    a.heldout_algorithms = a.heldout_algorithms.split(",")
+    check_names("algorithm", a.algorithms + a.heldout_algorithms, KNOWN_ALGORITHMS)
+    check_names("policy", a.policies, KNOWN_POLICIES)
     a.out.mkdir(parents=True, exist_ok=True)
     progs = workloads()
     if a.phase in ("search", "all"):
@@ -326,6 +509,8 @@ def main(argv=None) -> int:
         phase_tune(a, progs)
     if a.phase in ("heldout", "all"):
         phase_heldout(a)
+    if a.phase in ("torch", "all"):
+        phase_torch(a, progs)
     if a.phase in ("table", "all"):
         phase_table(a, progs)
     return 0

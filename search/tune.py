@@ -8,6 +8,18 @@ evolutionary search, ``--trials`` measurements), the best schedule is built, che
 our lowering of the original on seeded inputs, and timed with the Verifier's protocol next to
 the original (same process, alternating rounds).
 
+What MetaSchedule is given is the *plain form* (``search.plain.plain_program``): our algebraic and
+cross-statement rewrites kept, our loop schedules undone (loops serial, splits and tiles fused
+back). Its TIR differs from our normal lowering in one way (``tune_module``): a *scan* block, one
+that reads an element of the tensor it writes with no reduction init (the prefix max and running
+sum of the prefix/online softmax forms: ``F[i, a] = max(F[i, a-1], A[i, a])``), gets its loops
+annotated ``leir_scan``. Such a block is neither complete nor a reduction, so ``Parallel`` on any
+loop above it fails its compact-dataflow check and ``RewriteParallelVectorizeUnroll`` rejected
+every schedule of the function (512 more failures a round, none measured); annotated loops are ones that post-processor
+leaves alone, so MetaSchedule leaves the scan as it is and schedules every other block as usual; the
+rows of a scan are independent, so its leading loops that no two iterations share are made parallel
+beforehand (``search.plain.parallel_scans``).
+
 MetaSchedule can crash the process (TVM 0.27 with apache-tvm-ffi 0.1.15 segfaults in
 ``ToJSONGraph`` as soon as tuning starts; 0.1.14.post1 works): run this in a subprocess, as
 ``benchmarks/search.py`` does, so that a crash is a reported result. Its builder normally
@@ -44,13 +56,48 @@ def register_build() -> None:
 
 
 def serial_program(program):
-    """The same program with every loop serial (``L``): MetaSchedule's input."""
+    """The same program with every loop serial (``L``), splits and tiles kept (what MetaSchedule
+    was given before the plain form)."""
     from engine.leir.ast import Nest
 
     def items(body):
         return tuple(Nest(tuple(replace(l, kind="L") for l in it.loops), items(it.body)) if isinstance(it, Nest)
                      else it for it in body)
     return program.with_body(items(program.body))
+
+
+SCAN_ANNOTATION = "leir_scan"
+
+
+def scan_blocks(sch) -> list[str]:
+    """Names of the blocks of ``sch`` that read what they write without a reduction init."""
+    names, todo = [], list(sch.get_child_blocks(sch.get_sblock("root")))
+    while todo:
+        b = todo.pop(0)
+        todo += list(sch.get_child_blocks(b))
+        blk = sch.get(b)
+        reads = {str(r.source.name) for r in blk.reads}
+        if blk.init is None and reads & {str(w.source.name) for w in blk.writes}:
+            names.append(blk.name_hint)
+    return names
+
+
+def tune_module(program):
+    """``(IRModule, scratch, scans)``: the TIR MetaSchedule tunes for ``program``: its plain form
+    lowered without our vectoriser, scans' independent outer loops parallel and their loops
+    annotated (module doc)."""
+    import tvm
+
+    from lowering.tir import from_tvmscript, lower_module
+
+    from .plain import parallel_scans, plain_program
+    lowered = lower_module(parallel_scans(plain_program(program)), "llvm", vectorize=False)
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": from_tvmscript(lowered.text)}))
+    scans = scan_blocks(sch)
+    for name in scans:
+        for loop in sch.get_loops(sch.get_sblock(name)):
+            sch.annotate(loop, SCAN_ANNOTATION, 1)
+    return sch.mod, lowered.scratch, scans
 
 
 def check_ffi() -> str | None:
@@ -70,15 +117,15 @@ def check_ffi() -> str | None:
 
 def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, rounds: int = 3,
          warmup: int = 3, repeat: int = 7, min_repeat_ms: float = 2.0, original=None) -> dict:
-    """Tune ``program`` with ``trials`` measurements; the best schedule's time next to
-    ``original``'s (default: ``program``) under our lowering, both timed here."""
+    """Tune the plain form of ``program`` with ``trials`` measurements; the best schedule's time
+    next to ``original``'s (default: ``program``) under our lowering, both timed here."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from lowering.tir import from_tvmscript, lower_module
+    from .plain import plain_program
     t0 = time.perf_counter()
-    plain = lower_module(serial_program(program), "llvm", vectorize=False)
-    mod = tvm.IRModule({"main": from_tvmscript(plain.text)})
+    plain = plain_program(program)
+    mod, scratch, scans = tune_module(program)
     builder = ms.builder.LocalBuilder(f_build=BUILD_FUNC, initializer=register_build, max_workers=1,
                                       timeout_sec=120.0)
     register_build()
@@ -95,15 +142,21 @@ def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, ro
             best = min(measured, key=lambda r: statistics.fmean(float(x) for x in r.run_secs))
             sch = tvm.s_tir.Schedule(best.workload.mod)
             best.trace.apply_to_schedule(sch, remove_postproc=False)
-    out = {"trials": trials, "records": len(records), "measured": len(measured),
+    out = {"trials": trials, "records": len(records), "measured": len(measured), "scan_blocks": scans,
+           "plain_changed": plain.to_leir() != serial_program(program).to_leir(),
            "tune_seconds": round(time.perf_counter() - t0, 1)}
     if sch is None:
         out.update({"ok": False, "reason": "no valid schedule"})
         return out
-    out.update(evaluate_schedule(sch.mod, program, plain.scratch, original=original, rounds=rounds,
+    out.update(evaluate_schedule(sch.mod, plain, scratch, original=original, rounds=rounds,
                                  warmup=warmup, repeat=repeat, min_repeat_ms=min_repeat_ms))
     out["best_trial_ms"] = min(statistics.fmean(float(x) for x in r.run_secs) * 1e3 for r in measured)
+    if not out["rel_err"] <= MAX_REL_ERR:          # a schedule that computes something else is no result
+        out.update({"ok": False, "reason": f"tuned schedule differs from the original (rel err {out['rel_err']:.2e})"})
     return out
+
+
+MAX_REL_ERR = 1e-4
 
 
 TARGET = {"kind": "llvm", "num-cores": 2}
@@ -159,7 +212,8 @@ def _main(argv) -> int:
     from engine.leir.files import load_program, program_from_json
     ap = argparse.ArgumentParser(prog="python -m search.tune", description=__doc__.split("\n\n")[0])
     ap.add_argument("program", help="program file (.leir/.json), or a trajectory with --best")
-    ap.add_argument("--best", action="store_true", help="tune the best program of a search trajectory")
+    ap.add_argument("--best", action="store_true",
+                    help="tune the plain form of the best program of a search trajectory (rewrite-then-tune)")
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
