@@ -42,7 +42,7 @@ MODEL_ROWS = 3          # kernel measurements (variants) before the model's esti
 STRUCTURE_SHARE = 0.5   # a structure is explored only while it costs at most this share of the samples left
 STRUCTURE_SAMPLES = 16  # and at most one structure per this many samples of the budget
 COMPOSITE_RANK = -10_000  # composite moves come before one-step variants among siblings of equal estimate
-COMPOSITE_FIRST = 4       # a slot's composite moves measured before its one-step variants (best estimates first)
+COMPOSITE_FIRST = 3       # a slot's composite moves measured before its one-step variants (largest slot first)
 
 
 @dataclass
@@ -364,8 +364,13 @@ class KernelSearch:
                 tried = sum(1 for k in members if self.variants[k].rank < 0 and self.variants[k].status is not None)
                 for k in members:
                     if k in est:
-                        first = self.variants[k].rank < 0 and tried < COMPOSITE_FIRST
-                        gain = (first, best.ms - est[k], -self.variants[k].rank, k)
+                        # a composite of a slot not yet tried with COMPOSITE_FIRST of them: the slot
+                        # taking the most time first (the model, trained on single steps, cannot
+                        # price a coordinated move), else the largest expected saving
+                        if self.variants[k].rank < 0 and tried < COMPOSITE_FIRST:
+                            gain = (True, best.ms, -est[k], -self.variants[k].rank, k)
+                        else:
+                            gain = (False, best.ms - est[k], 0.0, -self.variants[k].rank, k)
                         if pick is None or gain > pick[0]:
                             pick = (gain, self.variants[k])
             if pick is None:
