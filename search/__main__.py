@@ -84,8 +84,11 @@ def _main(argv) -> int:
         print(json.dumps({k: best[k] for k in ("speedup", "search_speedup", "median_ms", "original_ms",
                                                 "strategies", "steps")}, indent=1))
     else:
-        print(f"{program.name}: {best['speedup']:.3f}x faster ({best['original_ms']:.4f} -> "
-              f"{(best['confirmed'] or {}).get('median_ms') or best['median_ms']:.4f} ms), "
+        # the two times the speedup is the ratio of: the confirmation's rounds when there were any
+        conf = best["confirmed"] or {}
+        before, after = (conf["original_ms"], conf["median_ms"]) if conf.get("median_ms") else \
+            (best["original_ms"], best["median_ms"])
+        print(f"{program.name}: {best['speedup']:.3f}x faster ({before:.4f} -> {after:.4f} ms), "
               f"{len(best['steps'])} step(s): {' -> '.join(s.get('strategy', '?') for s in best['steps']) or '(none)'}; "
               f"{traj.samples} samples; trajectory {a.output}")
     return 0
