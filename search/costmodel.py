@@ -15,7 +15,6 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from engine.leir.diagnostics import LeirError
 
 from .features import FEATURES_VERSION, feature_names
 
@@ -96,15 +95,8 @@ class CostModel:
         p = Path(path)
         if not p.exists():
             return 0
-        n = 0
-        for lineno, line in enumerate(p.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise LeirError(f"not a JSON line: {e.msg}", lineno, e.colno, str(p)) from None
-            n += self.add_row(d)
+        from engine.leir.files import json_lines
+        n = sum(self.add_row(d) for _, d in json_lines(p))
         self.database_rows += n
         return n
 

@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 
 from engine.leir.diagnostics import LeirError
+from engine.leir.files import json_lines
 
 from .costprior import meta_path_of
 from .features import FEATURES_VERSION, PROGRAM_FEATURES, feature_names, program_features, relative
@@ -51,13 +52,7 @@ def timed_rows(dirs: list[str]) -> tuple[list[dict], list[dict]]:
         job = json.loads(stats_path.read_text()).get("job", {}) if stats_path.is_file() else {}
         sources.append({"name": Path(d).name, "rows_sha256": _sha256(p), "sources": job.get("sources", []),
                         "options": {k: v for k, v in sorted(job.items()) if k != "sources"}})
-        for lineno, line in enumerate(p.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise LeirError(f"not a JSON line: {e.msg}", lineno, e.colno, str(p)) from None
+        for lineno, r in json_lines(p):
             t = r.get("timing") or {}
             s = t.get("speedup")
             if not isinstance(s, (int, float)) or not s > 0 or not math.isfinite(s):

@@ -24,7 +24,6 @@ import os
 from pathlib import Path
 from typing import Iterator, Optional
 
-from engine.leir.diagnostics import LeirError
 
 
 def run_id(program_json: dict, options_json: dict) -> str:
@@ -51,18 +50,11 @@ class Database:
             self.records = list(self._read(Path(self.path)))
 
     def _read(self, p: Path) -> Iterator[dict]:
-        lines = p.read_text().splitlines()
-        for lineno, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as e:
-                if lineno == len(lines):          # a line cut short by a killed writer
-                    self.torn += 1
-                    continue
-                raise LeirError(f"not a JSON line: {e.msg}", lineno, e.colno, str(p)) from None
-            if isinstance(d, dict):
+        from engine.leir.files import json_lines
+        for _, d in json_lines(p, torn_tail=True):
+            if d is None:                         # a line cut short by a killed writer
+                self.torn += 1
+            elif isinstance(d, dict):
                 yield d
 
     def append(self, record: dict) -> dict:

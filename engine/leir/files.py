@@ -441,6 +441,24 @@ def load_program(path: str | Path, name: str | None = None) -> Program:
 # --------------------------------------------------------------------------- writers
 
 
+def json_lines(path, *, torn_tail: bool = False):
+    """(line number, value) of each non-blank line of a JSON-lines file; a line that is not JSON
+    is ``path:line:col: error``, except, with ``torn_tail``, the last one (a writer killed mid-line),
+    which is left out (the caller counts it as torn: ``(lineno, None)`` is yielded for it)."""
+    p = Path(path)
+    lines = p.read_text().splitlines()
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as e:
+            if torn_tail and lineno == len(lines):
+                yield lineno, None
+                continue
+            raise LeirError(f"not a JSON line: {e.msg}", lineno, e.colno, str(p)) from None
+
+
 def write_atomic(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` so that a killed job never leaves a half-written file."""
     import os
