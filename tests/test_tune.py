@@ -81,6 +81,7 @@ def test_loops_that_are_not_a_split_stay(tmp_path):
     verify_equal(p, plain)
 
 
+@pytest.mark.slow    # 4.5 min on 2 cores (MetaSchedule's postprocessor and a timed build); the plain-form tests stay
 def test_scan_blocks_are_what_the_postprocessor_rejected(engine):
     """The cause, kept as a test: the prefix-max block of softmax reads F[i, a-1] and writes
     F[i, a]; MetaSchedule's RewriteParallelVectorizeUnroll fails on it unless its loops carry
