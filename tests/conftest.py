@@ -24,6 +24,23 @@ def tvm():
     return _tvm
 
 
+@pytest.fixture(scope="module")
+def engine():
+    """The paper's strategies (what a search loads by default), once per module; a module that
+    needs other strategies defines its own ``engine``."""
+    from engine import Engine
+    return Engine(strategies="paper")
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    """An llvm Verifier with few trials and repeats (tests assert verdicts, never timings)."""
+    from lowering import Verifier
+    v = Verifier("llvm", trials=2, timeout=120, repeat=3)
+    yield v
+    v.close()
+
+
 _CUDA_DEVICE = []
 
 

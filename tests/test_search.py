@@ -14,20 +14,6 @@ POLICIES = ("random", "measure", "cost", "llm", "llm-free")
 
 
 @pytest.fixture(scope="module")
-def engine():
-    from engine import Engine
-    return Engine(strategies="paper")
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    from lowering import Verifier
-    v = Verifier("llvm", trials=2, timeout=120, repeat=3)
-    yield v
-    v.close()
-
-
-@pytest.fixture(scope="module")
 def servers():
     prog = tiny_program()
     with FakeLLM(responder=menu_responder) as menu, FakeLLM(responder=free_responder_factory(prog)) as free:

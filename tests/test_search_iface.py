@@ -13,20 +13,6 @@ from test_search_llm import FakeLLM, free_responder_factory, menu_responder, tin
 FIXTURE = ROOT / "tests" / "data" / "search" / "trajectory_v1_main.json"   # written by main before issue 21
 
 
-@pytest.fixture(scope="module")
-def engine():
-    from engine import Engine
-    return Engine(strategies="paper")
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    from lowering import Verifier
-    v = Verifier("llvm", trials=2, timeout=120, repeat=3)
-    yield v
-    v.close()
-
-
 def options(**kw):
     from search import SearchOptions
     base = dict(budget=3, confirm=1, min_repeat_ms=0.2, repeat=3, trials=2, screen=2, rollout_depth=1)

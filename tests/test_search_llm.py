@@ -143,20 +143,6 @@ def free_responder_factory(program):
 # ------------------------------------------------------------------------------------ fixtures
 
 
-@pytest.fixture(scope="module")
-def engine():
-    from engine import Engine
-    return Engine(strategies="paper")
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    from lowering import Verifier
-    v = Verifier("llvm", trials=2, timeout=120, repeat=3)
-    yield v
-    v.close()
-
-
 def opts(server, **kw):
     from search import SearchOptions
     base = dict(algorithm="chain", policy="llm", budget=3, endpoint=server.url, model="fake-model",
