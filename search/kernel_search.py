@@ -135,8 +135,7 @@ class KernelSearch:
 
     def _model(self):
         from .costmodel import CostModel
-        pretrained = getattr(CostModel, "pretrained", None)   # the shipped prior, where the package has one
-        model = pretrained(self.options.target, self.engine.strategies) if callable(pretrained) else None
+        model = CostModel.pretrained(self.options.target, self.engine.strategies)   # the shipped prior, or None
         self.prior = model is not None
         return model if model is not None else CostModel(self.engine.strategies, self.options.seed)
 
