@@ -5,7 +5,7 @@ at the block's exactness (engine/rewrite/example_check.py).
 
 The built-in rules/ are always tested. ``LEIR_RULES`` (rules directories separated by
 ``os.pathsep``) adds a user's folders: ``LEIR_RULES=my_rules pytest tests/test_rule_examples.py``.
-Without pytest: ``python -m engine.lint --examples [RULES_DIR]`` runs the same checks.
+Without pytest: ``python -m lowering.rule_examples [RULES_DIR]`` runs the same checks.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 from engine.rewrite.example_check import ExampleChecker, format_outcome
 from engine.rewrite.examples import Example
 from engine.rewrite.rulebook import RULES_DIR, load_rulebook
+from lowering.rule_examples import example_verify
 
 
 def _folders() -> list[str | None]:
@@ -53,7 +54,7 @@ def checkers(verifier):
 
     def get(folder):
         if folder not in made:
-            made[folder] = ExampleChecker(folder, verifier=verifier)
+            made[folder] = ExampleChecker(example_verify(verifier), folder)
         return made[folder]
     return get
 
@@ -163,9 +164,9 @@ def test_lint_requires_an_example_and_reports_its_errors(tmp_path):
 
 
 def test_cli_runs_the_examples(tmp_path, capsys, verifier):
-    """``python -m engine.lint --examples DIR``: a rule that changes a value is listed and
+    """``python -m lowering.rule_examples DIR``: a rule that changes a value is listed and
     replays, but the llvm check catches it; the failure is located at its @after, exit 2."""
-    from engine.lint import run_examples
+    from lowering.rule_examples import run_examples
     from rulekit import rule_file_dir
     d = rule_file_dir(tmp_path, _BROKEN)
     assert run_examples(str(d), verifier=verifier) == 2

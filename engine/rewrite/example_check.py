@@ -1,21 +1,23 @@
 """Runs a strategy block's examples as tests: the BEFORE program is enumerated with the block's
 strategy, the AFTER program must be among the neighbours (modulo renaming), the step replays
-from its JSON record with ``Engine.apply``, and the result verifies on llvm against BEFORE at
-the block's exactness (bitwise: exactly; otherwise the strict tolerance). A step whose own
-parameters declare it bitwise (tensor_split's /spatial variants in a reassociating block) is
-held to that: exactly.
+from its JSON record with ``Engine.apply``, and the result verifies against BEFORE at the
+block's exactness. A step whose own parameters declare it bitwise (tensor_split's /spatial
+variants in a reassociating block) is held to that: exactly.
 
-Used by ``python -m engine.lint --examples`` and tests/test_rule_examples.py. TVM is imported
-only when the first example is verified (through ``lowering.Verifier``).
+The verification is the caller's (the engine knows no lowering): ``python -m
+lowering.rule_examples`` and tests/test_rule_examples.py hand the checker a ``Verify`` built on
+an llvm ``lowering.Verifier``.
 """
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from engine.leir.canonical import renaming_key
 from engine.leir.diagnostics import LeirError
+from engine.leir.program import Program
 from engine.rewrite.examples import Example, param_text
 
 
@@ -34,28 +36,19 @@ class Outcome:
         return self.error is None
 
 
+Verify = Callable[[Program, Program, str], "str | None"]
+"""``verify(before, after, exactness)``: None when AFTER computes what BEFORE does at that
+exactness ("bitwise", "reassociating", ...), else why not (one line)."""
+
+
 class ExampleChecker:
-    """One engine (every strategy of the rules) and one llvm Verifier, shared by all examples.
+    """One engine (every strategy of the rules) shared by all examples; ``rules``: a rules
+    directory (``Engine(rules)``); ``verify``: see ``Verify``."""
 
-    ``rules``: a rules directory (``Engine(rules)``); ``verifier``: a ``lowering.Verifier``
-    (default: llvm, 3 trials, strict tolerance, 120 s per verification)."""
-
-    def __init__(self, rules=None, verifier=None):
+    def __init__(self, verify: Verify, rules=None):
         from engine.rewrite.engine import Engine
         self.engine = Engine(rules)
-        self._verifier = verifier
-        self._own = verifier is None              # close only a Verifier this checker made
-
-    @property
-    def verifier(self):
-        if self._verifier is None:
-            from lowering import Verifier
-            self._verifier = Verifier(target="llvm", trials=3, timeout=120)
-        return self._verifier
-
-    def close(self) -> None:
-        if self._own and self._verifier is not None:
-            self._verifier.close()
+        self.verify = verify
 
     def examples(self) -> list[Example]:
         return [ex for s in self.engine.rulebook.strategies for ex in s.examples]
@@ -69,7 +62,6 @@ class ExampleChecker:
         return Outcome(ex, err, line, 1, time.perf_counter() - t0)
 
     def _check(self, ex: Example) -> tuple[str | None, int]:
-        from lowering import tolerance_for
         before = ex.before_program()
         after = ex.after_program(before)
         strategy = self.engine.strategy(ex.strategy)
@@ -86,12 +78,7 @@ class ExampleChecker:
             return (f"Engine.apply of {prov['rule']} at site {prov['site']} gives {replayed.to_leir()!r}, "
                     f"not the listed {step.leir!r}"), ex.after_line
         exact = "bitwise" if "bitwise" in (strategy.exactness, prov["exactness"]) else strategy.exactness
-        tolerance = tolerance_for(exact)
-        verdict = self.verifier.verify(before, replayed, tolerance)
-        if not verdict.equal:
-            return (f"the neighbour does not verify on llvm at tolerance '{tolerance}': {verdict.reason}"
-                    f"{': ' + verdict.message if verdict.message else ''}"), ex.after_line
-        return None, ex.after_line
+        return self.verify(before, replayed, exact), ex.after_line
 
 
 def _provenances(step) -> list[dict]:

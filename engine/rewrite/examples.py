@@ -21,7 +21,7 @@ intermediates and loop variables that the rule creates may differ from the engin
 compared modulo renaming (``engine.leir.canonical.renaming_key``). Keep the programs tiny (a
 few hundred points): each example is built and run on llvm by the tests.
 
-Every ``(example, after)`` pair is one case: ``python -m engine.lint --examples`` and
+Every ``(example, after)`` pair is one case: ``python -m lowering.rule_examples`` and
 tests/test_rule_examples.py enumerate BEFORE with the block's strategy, find AFTER among the
 neighbours, replay it with ``Engine.apply`` and verify it on llvm (example_check.py). This
 module only reads the text (no TVM); positions of errors are the rule file's.

@@ -18,7 +18,7 @@ Checks, each reported as ``file:line:col: error: message``:
   inserts names the rule itself;
 * unknown relations: every function a strategy rule uses is declared in some rule file;
 * examples: every block has at least one ``@example`` whose programs parse and are written in
-  canonical LEIR (examples.py; ``--examples`` also runs them, example_check.py);
+  canonical LEIR (examples.py; ``python -m lowering.rule_examples`` also runs them, example_check.py);
 * unused guards: a pattern variable bound once and never used again (prefix it with ``_``
   to mark it deliberately unused). Analysis relations no rule uses are warnings.
 
@@ -212,7 +212,7 @@ def lint(path=None) -> Report:
 
 def _check_examples(rep: Report, s) -> None:
     """At least one ``@example`` per block, each parsing, its bodies in canonical LEIR
-    (examples.py; running them needs TVM: ``python -m engine.lint --examples``)."""
+    (examples.py; running them needs TVM: ``python -m lowering.rule_examples``)."""
     if not s.examples:
         rep.error(s.file, s.line, 1, f"strategy '{s.name}' has no @example (a small program and the neighbour "
                                      "it gives, just before the block's first rule; see engine/rewrite/examples.py)")

@@ -1,0 +1,78 @@
+"""``python -m lowering.rule_examples [RULES_DIR] [--rules DIR ...] [--no-builtin-rules]``: lint the
+rule files (``python -m engine.lint``), then run every strategy block's ``@example`` as a test:
+the BEFORE program enumerated with the block's strategy lists the AFTER program, the step replays
+from its JSON record, and the neighbour verifies on llvm against BEFORE at the block's exactness
+(``engine.rewrite.example_check``; the verification is this floor's, the engine knows no lowering).
+One ``file:line:col: error:`` line per failing example, then a summary; exit 2 on a failure."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def example_verify(verifier):
+    """The ``Verify`` of ``engine.rewrite.example_check`` on a ``lowering.Verifier``: the tolerance
+    of the exactness (bitwise: exactly), the verdict's reason as the message."""
+    from .verifier import tolerance_for
+
+    def verify(before, after, exactness: str):
+        tolerance = tolerance_for(exactness)
+        verdict = verifier.verify(before, after, tolerance)
+        if verdict.equal:
+            return None
+        return (f"the neighbour does not verify on {verifier.target} at tolerance '{tolerance}': {verdict.reason}"
+                f"{': ' + verdict.message if verdict.message else ''}")
+    return verify
+
+
+def run_examples(rules, verifier=None) -> int:
+    """Check every example of the rules; one line per failure, then a summary. Exit 2 on a
+    failure. ``verifier``: a ``Verifier`` to share (default: llvm, 3 trials, 120 s each)."""
+    from engine.rewrite.example_check import ExampleChecker, format_outcome
+
+    from .verifier import Verifier
+    t0 = time.perf_counter()
+    own = verifier is None
+    if own:
+        verifier = Verifier(target="llvm", trials=3, timeout=120)
+    failed = 0
+    try:
+        checker = ExampleChecker(example_verify(verifier), rules)
+        exs = checker.examples()
+        for ex in exs:
+            o = checker.check(ex)
+            if not o.ok:
+                failed += 1
+                print(_relative(format_outcome(o)), file=sys.stderr)
+    finally:
+        if own:
+            verifier.close()
+    print(f"{len(exs)} example(s): {len(exs) - failed} passed, {failed} failed "
+          f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    return 2 if failed else 0
+
+
+def _relative(line: str) -> str:
+    """A message with the rule file's path relative to the working directory when it lies below it."""
+    file, sep, rest = line.partition(":")
+    try:
+        rel = os.path.relpath(file)
+    except ValueError:
+        return line
+    return (rel if not rel.startswith("..") else file) + sep + rest
+
+
+def main(argv=None) -> int:
+    from engine.lint import parse_sources, report
+    sources = parse_sources(argparse.ArgumentParser(prog="python -m lowering.rule_examples",
+                                                    description=__doc__.splitlines()[0]), argv)
+    if sources is None:
+        return 2
+    return report(sources) or run_examples(sources)
+
+
+if __name__ == "__main__":
+    from engine.leir.cli import run_cli
+    sys.exit(run_cli(main))
