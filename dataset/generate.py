@@ -2,7 +2,7 @@
 
 One job is a set of tasks, one per program: each lists the program's one-step rewrites,
 verifies a seeded sample of them on TVM and renders their traces (``dataset.task``). The tasks
-run in worker processes or on Ray (``dataset.backends``); the driver commits each finished task
+run in worker processes or on Ray (``engine.plumbing.jobs``); the driver commits each finished task
 to the journal (``dataset.journal``) and, when all are done, assembles every output file in
 program order (``dataset.assemble``). Killed at any moment and run again with the same
 command, a job finishes with exactly the rows of an uninterrupted run; the output does not
@@ -198,12 +198,14 @@ def main(argv=None) -> int:
 
 
 def run(args) -> int:
+    from engine.plumbing.jobs import backend as job_backend
+
     from .assemble import Assembly, held_out_types
-    from .backends import BACKENDS
     from .journal import Journal
     from .progress import Progress
     from .sources import job_sources, resolve_sources
     from .task import RESULT_OPTIONS, task_id
+    from .worker import crashed_result
 
     t0 = time.perf_counter()
     out = Path(args.output)
@@ -225,8 +227,8 @@ def run(args) -> int:
         counts["failures"] += len(result["failures"])
         bar.advance(rows=counts["rows"], failures=counts["failures"])
 
-    backend = BACKENDS[args.backend](args.workers, args.address) if args.backend == "ray" else \
-        BACKENDS["local"](args.workers, log=str(journal.root / "workers.log"))
+    backend = job_backend(args.backend, args.workers, "dataset.worker", crashed_result, address=args.address,
+                          log=str(journal.root / "workers.log"))
     try:
         backend.run(pending, options, commit)
     finally:

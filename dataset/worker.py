@@ -1,49 +1,31 @@
-"""A local generation worker: ``python -m dataset.worker FD`` answers ``("run", options, spec)``
-with the task's result, keeping its rule engine and Verifier across tasks. It asks the kernel
-to kill it when the driver dies (a ``kill -9`` of the job leaves no worker behind)."""
+"""The dataset's task module (``engine.plumbing.jobs``): ``run_task(options, spec)`` generates
+one program's rows, in a local worker process or a Ray task alike, keeping one ``Runner`` (rule
+engine and Verifier) per set of options for the process's life."""
 from __future__ import annotations
 
 import json
-import signal
-import sys
+
+_RUNNERS: dict = {}
 
 
-def _die_with_parent() -> None:
-    import os
-    parent = os.getppid()
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)            # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):            # not Linux: the worker ends when its socket closes
-        return
-    if os.getppid() != parent:                   # the driver died before the request took effect
-        os._exit(1)
-
-
-def main(argv: list[str]) -> None:
-    from engine.leir.procs import serve
-
+def run_task(options: dict, spec: dict) -> dict:
     from .task import Runner
-    _die_with_parent()
-    runners: dict[str, Runner] = {}
-
-    def handle(request):
-        kind, options, spec = request
-        if kind != "run":
-            return ("error", f"unknown request {kind!r}")
-        key = json.dumps(options, sort_keys=True)
-        runner = runners.get(key)
-        if runner is None:
-            runner = runners[key] = Runner(options)
-        return ("ok", runner.run(spec))
-
-    try:
-        serve(handle, argv[:1])
-    finally:
-        for r in runners.values():
-            r.close()
+    key = json.dumps(options, sort_keys=True)
+    runner = _RUNNERS.get(key)
+    if runner is None:
+        runner = _RUNNERS[key] = Runner(options)
+    return runner.run(spec)
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+def close() -> None:
+    for r in _RUNNERS.values():
+        r.close()
+    _RUNNERS.clear()
+
+
+def crashed_result(spec: dict, message: str) -> dict:
+    """The result of a task whose worker died twice: the program is skipped with a note."""
+    return {"index": spec["index"], "source": spec["source"], "status": "skipped",
+            "note": {"reason": "worker crashed", "message": message}, "program": None, "origin": None, "key": None,
+            "rows": [], "failures": [], "invalid": [],
+            "counts": {"neighbours": 0, "sampled": 0, "verified": 0, "failed": 0}, "seconds": 0.0}

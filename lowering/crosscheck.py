@@ -5,7 +5,7 @@ Each program is built and run on every target named, on the same seeded inputs
 (``lowering.inputs``, ``--trials`` of them), and each target's outputs are compared with the
 first target's under the strict tolerance (``lowering.verify``). One line per program, then a
 summary; exit status 0 when every program agrees, 1 on any disagreement or failure, 2 on bad
-input. Builds and runs happen in worker processes (``engine.leir.procs``), one per target: a
+input. Builds and runs happen in worker processes (``engine.plumbing.procs``), one per target: a
 crash or a hang past ``--timeout`` is that program's failure, never the end of the run.
 
 Without a CUDA device, cuda cannot run: the run says so and checks what it can for each
@@ -205,7 +205,7 @@ class _Pool:
         self.workers: dict = {}
 
     def call(self, target: str, kind: str, *args):
-        from engine.leir.procs import WorkerFailed, WorkerProcess
+        from engine.plumbing.procs import WorkerFailed, WorkerProcess
         w = self.workers.get(target)
         if w is None or not w.alive():
             w = self.workers[target] = WorkerProcess("lowering.worker", (0, 16), stderr=self.log)

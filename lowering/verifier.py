@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from engine.leir.diagnostics import LeirError
-from engine.leir.procs import WorkerFailed, WorkerProcess
+from engine.plumbing.procs import WorkerFailed, WorkerProcess
 
 from .timing_lock import TimingLock
 

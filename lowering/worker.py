@@ -5,7 +5,7 @@ import sys
 
 
 def main(argv: list[str]) -> None:
-    from engine.leir.procs import serve
+    from engine.plumbing.procs import serve
 
     from .crosscheck import HANDLERS as CROSS
     from .run import set_build_cache_size

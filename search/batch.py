@@ -1,6 +1,6 @@
 """``python -m search.batch PROGRAMS -o DIR``: the paper's multi-step protocol over a set of
 programs: every program x algorithm x policy x seed is one search run with the same budget and
-options, in worker processes or on Ray (the dataset's backends). Each run is an idempotent
+options, in worker processes or on Ray (``engine.plumbing.jobs``). Each run is an idempotent
 task writing its trajectory to ``DIR/runs/PROGRAM/ALGORITHM.POLICY.sSEED.json`` atomically; run
 again, the batch skips finished runs and continues interrupted ones from their trajectory
 (the search's ``--resume``: recorded verdicts and timings are reused). ``python -m
@@ -162,10 +162,9 @@ def _main(argv) -> int:
 
 
 def run(a) -> int:
-    from dataset.backends import BACKENDS
     from engine.leir.files import write_atomic
+    from engine.plumbing.jobs import backend as job_backend
 
-    from .batch_worker import run_remote
     from .trajectory import write_trajectory
     t0 = time.perf_counter()
     runs = plan(a)
@@ -203,11 +202,8 @@ def run(a) -> int:
             line = f"{status[tid]}: {messages[tid].splitlines()[0] if messages[tid] else ''}"
         print(f"[{finished[0]}/{len(runs)}] {tid}: {line}", file=sys.stderr)
 
-    if a.backend == "ray":
-        backend = BACKENDS["ray"](a.workers, a.address, remote=run_remote, on_crash=crashed)
-    else:
-        backend = BACKENDS["local"](a.workers, log=str(out / "workers.log"), module="search.batch_worker",
-                                    on_crash=crashed)
+    backend = job_backend(a.backend, a.workers, "search.batch_worker", crashed, address=a.address,
+                          log=str(out / "workers.log"))
     backend.run(tasks, None, commit)
     summary = {"runs": [{"id": r["id"], "path": str(r["path"].relative_to(out)), "status": status.get(r["id"], "?"),
                          **({"message": messages[r["id"]]} if r["id"] in messages else {})} for r in runs]}

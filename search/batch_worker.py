@@ -1,5 +1,5 @@
-"""One run of a batch (``search.batch``): ``python -m search.batch_worker FD`` answers
-``("run", None, spec)`` in a local worker process, ``run_remote(None, spec)`` in a Ray task.
+"""One run of a batch (``search.batch``): the batch's task module (``engine.plumbing.jobs``),
+``run_task(None, spec)`` in a local worker process or a Ray task alike.
 
 A run writes its trajectory to ``spec["out"]`` atomically after every sample (so a killed
 batch resumes it from there) and returns the final record, which the driver writes again,
@@ -9,8 +9,6 @@ setting (target, trials, timeout, seed, repeats, workers), so a run verifies exa
 ``python -m search`` of the same options would.
 """
 from __future__ import annotations
-
-import sys
 
 _ENGINES: dict = {}
 _VERIFIERS: dict = {}
@@ -46,7 +44,7 @@ def _verifier(o):
     return _VERIFIERS[key]
 
 
-def run_task(spec: dict) -> dict:
+def run_task(_options, spec: dict) -> dict:
     """``{"status": "ok", "record": trajectory}`` or ``{"status": "error", "message": ...}``
     for a run that cannot be made (an original that does not build on the target, ...)."""
     from engine.leir.diagnostics import LeirError
@@ -64,27 +62,7 @@ def run_task(spec: dict) -> dict:
     return {"status": "ok", "record": traj.record}
 
 
-def run_remote(options, spec: dict) -> dict:
-    return run_task(spec)
-
-
-def main(argv: list[str]) -> None:
-    from dataset.worker import _die_with_parent
-    from engine.leir.procs import serve
-    _die_with_parent()
-
-    def handle(request):
-        kind, _options, spec = request
-        if kind != "run":
-            return ("error", f"unknown request {kind!r}")
-        return ("ok", run_task(spec))
-
-    try:
-        serve(handle, argv[:1])
-    finally:
-        for v in _VERIFIERS.values():
-            v.close()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+def close() -> None:
+    for v in _VERIFIERS.values():
+        v.close()
+    _VERIFIERS.clear()

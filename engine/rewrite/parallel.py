@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 def enumerate_in_processes(engine, programs: list, workers: int, strategies=None) -> list[list]:
-    from engine.leir.procs import WorkerFailed, WorkerProcess
+    from engine.plumbing.procs import WorkerFailed, WorkerProcess
     from engine.rewrite.steps import Step
     spec = list(engine.strategies) + (["bitwise"] if engine.bitwise_only else [])
     config = json.dumps({"rules": engine.rule_sources.to_json(), "manifest": engine.rule_manifest,

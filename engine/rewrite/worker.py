@@ -10,7 +10,7 @@ import sys
 
 def _serve(argv: list[str]) -> None:
     from engine.leir.files import program_from_json
-    from engine.leir.procs import serve
+    from engine.plumbing.procs import serve
     from engine.rewrite.engine import Engine
     from engine.rewrite.sources import RuleSources, check_same_rules
     config = json.loads(argv[1])

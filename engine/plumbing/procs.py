@@ -1,10 +1,13 @@
 """Worker processes that a crash, an out-of-memory kill or a hang cannot take the caller down
-with (shared plumbing, like ``engine.leir.cli``).
+with (shared plumbing).
 
 A worker is a fresh interpreter running ``python -m MODULE FD`` whose module calls ``serve``
 with its request handlers; the two ends talk over a socket pair, one pickled request and one
 pickled answer at a time. Unlike ``multiprocessing``'s spawn, the caller's main script is never
 re-imported, so any script (or notebook) may start workers without a ``__main__`` guard.
+
+Every worker ends with its caller the same way (``serve``'s watchdog): a caller killed with
+``kill -9`` leaves no worker behind, whichever thread started it and whatever it is busy with.
 """
 from __future__ import annotations
 
@@ -111,7 +114,10 @@ def serve(handler: Callable, argv: Optional[list] = None, prepare: Optional[Call
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     if prepare is not None:
         prepare()
-    conn.send("ready")
+    try:
+        conn.send("ready")
+    except (BrokenPipeError, OSError):  # the caller went away while this worker started
+        return
     while True:
         try:
             request = conn.recv()
@@ -131,7 +137,9 @@ def serve(handler: Callable, argv: Optional[list] = None, prepare: Optional[Call
 
 def _exit_with_parent(ppid: int) -> None:
     """A worker busy in a long request does not read its socket: when its caller is gone (killed
-    with ``kill -9``, say) it is re-parented, and this watchdog ends it within a second."""
+    with ``kill -9``, say) it is re-parented, and this watchdog ends it within a second. (Not the
+    kernel's ``PR_SET_PDEATHSIG``: that fires when the *thread* that started the worker ends, and
+    Verifiers and enumerations start workers from pool threads; nor is it portable.)"""
     while True:
         time.sleep(1.0)
         if os.getppid() != ppid:

@@ -1,48 +1,49 @@
 """Where a job's tasks run: ``local`` worker processes or Ray tasks. Both hand each finished
 task's result to the driver (``on_result``), which alone commits it; neither writes anything.
 
-``local``: N worker processes (``python -m dataset.worker``), each with its own rule engine
-and Verifier, fed by N driver threads. A worker that dies (a segfault in native code, an
-out-of-memory kill) is replaced and its task tried once more; a second death is the task's
-result (a note), not the job's end. Workers die with the driver (``PR_SET_PDEATHSIG``).
+A job names its *task module*: a module with ``run_task(options, spec) -> result`` (keeping
+whatever it likes across the tasks of one process: rule engines, Verifiers) and, optionally,
+``close()`` (called when the process stops serving). The same function runs in both backends,
+so a task gives the same result wherever it ran.
 
-``ray``: one Ray task per program (``max_retries`` on worker death; idempotent, since only
-the driver commits), at most twice the cluster's CPUs in flight. Joins a running cluster with
+``local``: N worker processes (``python -m engine.plumbing.jobs FD TASK_MODULE``), fed by N
+driver threads. A worker that dies (a segfault in native code, an out-of-memory kill) is
+replaced and its task tried once more; a second death is the task's result (``on_crash``), not
+the job's end. Workers end with the driver (``procs``).
+
+``ray``: one Ray task per task (``max_retries`` on worker death; idempotent, since only the
+driver commits), at most twice the cluster's CPUs in flight. Joins a running cluster with
 ``address`` (``ray start --head`` on one machine, ``ray start --address=HEAD:6379`` on the
 others), or starts a local instance with ``workers`` CPUs.
 """
 from __future__ import annotations
 
+import importlib
 import queue
+import sys
 import threading
 from collections.abc import Callable
 
 RETRIES = 1
 
-
-def crashed_result(spec: dict, message: str) -> dict:
-    return {"index": spec["index"], "source": spec["source"], "status": "skipped",
-            "note": {"reason": "worker crashed", "message": message}, "program": None, "origin": None, "key": None,
-            "rows": [], "failures": [], "invalid": [],
-            "counts": {"neighbours": 0, "sampled": 0, "verified": 0, "failed": 0}, "seconds": 0.0}
+OnCrash = Callable[[dict, str], object]          # (spec, message) -> the result of a task whose worker died
 
 
 class LocalBackend:
-    """``module``: the worker module (``python -m MODULE FD`` answering ``("run", options, spec)``);
-    ``on_crash(spec, message)``: the result of a task whose worker died twice. Defaults: the
-    dataset's; ``search.batch`` passes its own."""
+    """``task_module``: see the module's docstring; ``on_crash(spec, message)``: the result of a
+    task whose worker died twice; ``log``: a file the workers' stderr is appended to."""
 
     name = "local"
 
-    def __init__(self, workers: int, log=None, module: str = "dataset.worker", on_crash=None):
+    def __init__(self, workers: int, task_module: str, on_crash: OnCrash, log=None):
         self.workers = max(1, int(workers))
+        self.task_module = task_module
+        self.on_crash = on_crash
         self.log = log
-        self.module = module
-        self.on_crash = on_crash or crashed_result
         self._started: list = []
 
-    def run(self, tasks: list[tuple[str, dict]], options: dict, on_result: Callable[[str, dict], None]) -> None:
-        from engine.leir.procs import WorkerFailed
+    def run(self, tasks: list[tuple[str, dict]], options, on_result: Callable[[str, object], None]) -> None:
+        from engine.plumbing.procs import WorkerFailed
         if not tasks:
             return
         n = min(self.workers, len(tasks))
@@ -50,7 +51,6 @@ class LocalBackend:
         for t in tasks:
             todo.put(t)
         done: queue.Queue = queue.Queue()
-        # started here, in the main thread: the parent-death signal follows the thread that forked
         procs = [self._start() for _ in range(n)]
         spare: queue.Queue = queue.Queue()
 
@@ -98,16 +98,16 @@ class LocalBackend:
             _stop_all(self._started)
 
     def _start(self):
-        from engine.leir.procs import WorkerProcess
-        w = WorkerProcess(self.module, (), stderr=self.log)
+        from engine.plumbing.procs import WorkerProcess
+        w = WorkerProcess("engine.plumbing.jobs", (self.task_module,), stderr=self.log)
         self._started.append(w)
         return w
 
 
 def _stop_all(workers: list, grace: float = 10.0) -> None:
     """End workers the polite way first: closing its socket ends a worker's serve loop, which
-    closes its Verifier (and that process) before it exits; a kill for any still there after
-    ``grace`` seconds."""
+    closes its task module (Verifiers and their processes) before it exits; a kill for any
+    still there after ``grace`` seconds."""
     import subprocess
     import time
     for w in workers:
@@ -124,22 +124,22 @@ def _stop_all(workers: list, grace: float = 10.0) -> None:
 
 
 class RayBackend:
-    """``remote``: the function a Ray task runs, ``remote(options, spec) -> result`` (default: a
-    dataset task); ``on_crash`` as for ``LocalBackend``."""
+    """``task_module`` and ``on_crash`` as for ``LocalBackend``; ``address``: a running cluster
+    to join (default: start a local instance with ``workers`` CPUs)."""
 
     name = "ray"
 
-    def __init__(self, workers: int, address: str | None = None, remote=None, on_crash=None):
+    def __init__(self, workers: int, task_module: str, on_crash: OnCrash, address: str | None = None):
         self.workers = max(1, int(workers))
+        self.task_module = task_module
+        self.on_crash = on_crash
         self.address = address
-        self.remote = remote or run_remote
-        self.on_crash = on_crash or crashed_result
 
-    def run(self, tasks: list[tuple[str, dict]], options: dict, on_result: Callable[[str, dict], None]) -> None:
+    def run(self, tasks: list[tuple[str, dict]], options, on_result: Callable[[str, object], None]) -> None:
+        from engine.leir.diagnostics import LeirError
         try:
             import ray
         except ImportError:
-            from engine.leir.diagnostics import LeirError
             raise LeirError("--backend ray needs Ray: pip install 'leir-engine[ray]'") from None
         started = False
         if not ray.is_initialized():
@@ -147,24 +147,23 @@ class RayBackend:
                 try:
                     ray.init(address=self.address, log_to_driver=False)
                 except (ConnectionError, RuntimeError, ValueError) as e:
-                    from engine.leir.diagnostics import LeirError
                     raise LeirError(f"cannot join the Ray cluster at '{self.address}': {str(e).splitlines()[0]} "
                                     "(start one with 'ray start --head')") from None
             else:       # a local instance; its workers import this checkout like the driver does
                 import os
                 from pathlib import Path
-                root = str(Path(__file__).resolve().parent.parent)
+                root = str(Path(__file__).resolve().parents[2])
                 path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
                 ray.init(num_cpus=self.workers, log_to_driver=False, include_dashboard=False,
                          runtime_env={"env_vars": {"PYTHONPATH": path}})
             started = True
         try:
-            remote = ray.remote(max_retries=2, retry_exceptions=False)(self.remote)
+            remote = ray.remote(max_retries=2, retry_exceptions=False)(run_in_ray)
             window = max(2, 2 * int(ray.cluster_resources().get("CPU", self.workers)))
             pending: dict = {}
             it = iter(tasks)
             for tid, spec in it:
-                pending[remote.remote(options, spec)] = (tid, spec)
+                pending[remote.remote(self.task_module, options, spec)] = (tid, spec)
                 if len(pending) >= window:
                     break
             while pending:
@@ -178,25 +177,48 @@ class RayBackend:
                 on_result(tid, result)
                 nxt = next(it, None)
                 if nxt is not None:
-                    pending[remote.remote(options, nxt[1])] = nxt
+                    pending[remote.remote(self.task_module, options, nxt[1])] = nxt
         finally:
             if started:
                 ray.shutdown()
 
 
-_RUNNERS: dict = {}
+def backend(kind: str, workers: int, task_module: str, on_crash: OnCrash, *, address: str | None = None,
+            log=None):
+    """The backend a job's ``--backend``/``--workers``/``--address`` name (``log``: local only)."""
+    if kind == "ray":
+        return RayBackend(workers, task_module, on_crash, address)
+    return LocalBackend(workers, task_module, on_crash, log=log)
 
 
-def run_remote(options: dict, spec: dict) -> dict:
-    """A Ray task: one program through a Runner kept for the worker process's life."""
-    import json
-
-    from .task import Runner
-    key = json.dumps(options, sort_keys=True)
-    runner = _RUNNERS.get(key)
-    if runner is None:
-        runner = _RUNNERS[key] = Runner(options)
-    return runner.run(spec)
+def run_in_ray(task_module: str, options, spec: dict):
+    """A Ray task: ``run_task`` of the task module (imported once per Ray worker process)."""
+    return importlib.import_module(task_module).run_task(options, spec)
 
 
-BACKENDS = {"local": LocalBackend, "ray": RayBackend}
+def serve_tasks(argv: list[str]) -> None:
+    """The local worker: answer ``("run", options, spec)`` with ``("ok", run_task(options, spec))``
+    until the driver goes away, then ``close()`` the task module."""
+    from engine.plumbing.procs import serve
+    fd, task_module = argv[0], argv[1]
+    loaded: list = []
+
+    def prepare() -> None:          # imports: paid at start-up, outside any task's time
+        loaded.append(importlib.import_module(task_module))
+
+    def handle(request):
+        kind, options, spec = request
+        if kind != "run":
+            return ("error", f"unknown request {kind!r}")
+        return ("ok", loaded[0].run_task(options, spec))
+
+    try:
+        serve(handle, [fd], prepare=prepare)
+    finally:
+        close = getattr(loaded[0], "close", None) if loaded else None
+        if close is not None:
+            close()
+
+
+if __name__ == "__main__":
+    serve_tasks(sys.argv[1:])
