@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -21,14 +21,13 @@ from engine.leir.diagnostics import LeirError
 from engine.leir.program import Program, make_program
 
 from .emitter import Emitter, TensorVal
+from .registry import RULES, StackedPiece
 
 TORCH_DTYPE_CODES = {
     "torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32", "torch.float64": "f64",
     "torch.bool": "bool", "torch.int8": "i8", "torch.int16": "i16", "torch.int32": "i32",
     "torch.int64": "i64", "torch.uint8": "u8",
 }
-
-RULES: dict[str, Callable] = {}
 
 # ops that only rename their input (same values, shape and dtype)
 ALIAS_OPS = {"alias", "detach", "lift_fresh_copy", "_to_copy", "to", "type_as", "view_as", "reshape_as",
@@ -39,15 +38,6 @@ COPY_OPS = {"clone", "contiguous", "dropout", "feature_dropout", "alpha_dropout"
 SPLIT_OPS = {"split", "split_with_sizes", "chunk", "unbind", "tensor_split"}
 # ops dropped from the graph: they have no value used by the output
 NO_VALUE_OPS = {"_assert_tensor_metadata", "_assert_async", "_assert_scalar", "sym_constrain_range_for_size"}
-
-
-def rule(*names: str):
-    """Register a translation rule for the ATen op packets ``names`` (e.g. "softmax")."""
-    def deco(fn):
-        for n in names:
-            RULES[n] = fn
-        return fn
-    return deco
 
 
 def dtype_code(torch_dtype) -> str:
@@ -418,7 +408,7 @@ class _Translator:
             item = src[n.args[1]]
             if n.name in self.names:  # a piece of a split: copy it out of the stacked tensor
                 out = TensorVal(self.names[n.name], item.dtype, item.shape)
-                if isinstance(item, _StackedPiece):
+                if isinstance(item, StackedPiece):
                     self.em.map(out, lambda vs: item.base(item.index, *vs))
                     return out
                 self.em.map(out, lambda vs: item(*vs))
@@ -480,14 +470,6 @@ class _Translator:
             raise LeirError(f"internal error: the translation of '{self.name}' is not a valid program: "
                             f"{ex.message}") from ex
         return Translation(prog, tuple(input_names), constants, sources)
-
-
-class _StackedPiece:
-    """Element ``index`` of a stacked split result (read as ``base_{index,…}``)."""
-
-    def __init__(self, base: TensorVal, index: int):
-        self.base, self.index = base, index
-        self.dtype, self.shape = base.dtype, base.shape[1:]
 
 
 def _read_names(body) -> set[str]:

@@ -15,23 +15,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from .workload import Workload
+
 DTYPES = ("f16", "f32", "f64")
 CATEGORIES = ("operator", "block", "attention", "composite")
-
-
-@dataclass(frozen=True)
-class Workload:
-    """One program type. ``build(shapes)`` returns ``(model, make_inputs)`` with
-    ``make_inputs()`` giving fresh inputs from torch's global generator."""
-
-    name: str
-    category: str
-    build: Callable
-    shapes: dict
-    test_shapes: dict
-    vary: tuple = ()                 # size parameters that ``sample`` randomises
-    components: tuple = ()           # composites: the component names, in order
-    notes: str = ""
 
 
 @dataclass

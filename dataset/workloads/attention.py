@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import Workload
+from .workload import Workload
 from .operators import Fn
 
 WORKLOADS: list[Workload] = []

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import Workload
+from .workload import Workload
 
 WORKLOADS: list[Workload] = []
 TARGET_TOTAL = 189

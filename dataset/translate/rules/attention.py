@@ -14,7 +14,7 @@ from engine.leir.ast import BinOp
 
 from ..emitter import TensorVal
 from ..expr import E, ite, lit
-from ..graph import rule
+from ..registry import rule
 from .common import bidx
 from .reduce import emit_softmax
 

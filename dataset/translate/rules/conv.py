@@ -12,7 +12,7 @@ from engine.leir.ast import BinOp
 
 from ..emitter import TensorVal
 from ..expr import E, between, conj, iadd, imul, isub, ite, lit
-from ..graph import rule
+from ..registry import rule
 
 
 def _tuple(v, n: int):

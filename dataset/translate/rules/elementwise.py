@@ -12,7 +12,7 @@ import math
 
 from ..emitter import TensorVal
 from ..expr import E, erf, exp, fabs, ite, lit, log, sqrt, vmax, vmin
-from ..graph import rule
+from ..registry import rule
 from .common import operand
 
 

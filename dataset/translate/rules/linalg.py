@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..emitter import TensorVal
 from ..expr import E, iadd, ite, lit
-from ..graph import rule
+from ..registry import rule
 from .common import bidx
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..emitter import TensorVal
 from ..expr import E, exp, fabs, ite, log, sqrt, vmax
-from ..graph import rule
+from ..registry import rule
 from .common import operand
 from .reduce import emit_softmax, kept_index, reduce_into
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..emitter import TensorVal
 from ..expr import E, iadd, imul, sqrt
-from ..graph import rule
+from ..registry import rule
 
 
 def _stats(ctx, x_ref, loops, stat_ref, count: int, dtype: str, stat_shape, stat_loops_fn, bind_stats):

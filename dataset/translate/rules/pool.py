@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..emitter import TensorVal
 from ..expr import E, between, conj, iadd, imul, isub, ite, lit, vmax, vmin
-from ..graph import rule
+from ..registry import rule
 
 
 def _tuple(v, n: int):

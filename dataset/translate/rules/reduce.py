@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..emitter import TensorVal
 from ..expr import E, exp, fabs, ite, lit, log, sqrt, vmax, vmin
-from ..graph import rule
+from ..registry import rule
 from .common import norm_dim, norm_dims
 
 

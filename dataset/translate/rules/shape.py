@@ -11,7 +11,7 @@ from engine.leir.ast import BinOp
 
 from ..emitter import TensorVal
 from ..expr import between, conj, iadd, imul, isub, ite, linear, lit
-from ..graph import _StackedPiece, rule
+from ..registry import StackedPiece, rule
 from .common import bidx, norm_dim
 
 
@@ -214,7 +214,7 @@ def _split(ctx):
         for k in range(n):
             vs, loops = ctx.em.loops(piece, 0)
             ctx.em.stmt(loops, (base(lit(k), *vs), x(*(list(vs[:d]) + [lit(k)] + list(vs[d:])))))
-        return tuple(_StackedPiece(base, k) for k in range(n))
+        return tuple(StackedPiece(base, k) for k in range(n))
     if len(set(sizes)) == 1:  # the reference's stacked form D_{k,…}
         piece = tuple(sizes[0] if i == d else s for i, s in enumerate(x.shape))
         base = TensorVal(ctx.out_name, x.dtype, (len(sizes),) + piece)
@@ -223,7 +223,7 @@ def _split(ctx):
             idx = list(vs)
             idx[d] = iadd(vs[d], k * sizes[0])
             ctx.em.stmt(loops, (base(lit(k), *vs), x(*idx)))
-        return tuple(_StackedPiece(base, k) for k in range(len(sizes)))
+        return tuple(StackedPiece(base, k) for k in range(len(sizes)))
     pieces, off = [], 0
     for s in sizes:
         shape = tuple(s if i == d else e for i, e in enumerate(x.shape))
