@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import random
 import threading
 import time
 from collections import defaultdict
 
 from engine.leir.diagnostics import LeirError
+from engine.plumbing.records import json_nulls
 
 from . import cot
 from .benefit import measured_sentence
@@ -82,20 +82,6 @@ def stratified_sample(steps: list, n: int | None, rng: random.Random, covered: s
     return [steps[i] for i in sorted(chosen)]
 
 
-def _finite(x):
-    """JSON-safe and type-stable: non-finite floats become null (rows hold equal verdicts only,
-    whose errors are finite; failures keep the Verdict's own spelling)."""
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_finite(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, str) and x in ("inf", "-inf", "nan"):     # how Verdict.to_json spells them
-        return None
-    return x
-
-
 def verification_record(verdict, output_names: list[str]) -> dict:
     """The Verdict as stored in a row: per trial, one entry per output (a list, so every row
     has the same shape whatever its outputs are called); no wall time."""
@@ -106,10 +92,10 @@ def verification_record(verdict, output_names: list[str]) -> dict:
         trials.append({"trial": t.get("trial"), "seed": t.get("seed"), "equal": t.get("equal"),
                        "outputs": [{"name": n, **outs[n]} for n in output_names if n in outs]})
     tol = d.get("tolerance") or {}
-    return _finite({"equal": d["equal"], "reason": d["reason"], "target": d["target"],
-                    "tolerance": {"mode": tol.get("mode"), "formula": tol.get("formula"), "k": tol.get("k"),
-                                  "reduction_length": tol.get("reduction_length")},
-                    "max_abs_err": d.get("max_abs_err"), "max_rel_err": d.get("max_rel_err"), "trials": trials})
+    return json_nulls({"equal": d["equal"], "reason": d["reason"], "target": d["target"],
+                       "tolerance": {"mode": tol.get("mode"), "formula": tol.get("formula"), "k": tol.get("k"),
+                                     "reduction_length": tol.get("reduction_length")},
+                       "max_abs_err": d.get("max_abs_err"), "max_rel_err": d.get("max_rel_err"), "trials": trials})
 
 
 class Runner:

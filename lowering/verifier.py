@@ -14,7 +14,6 @@ measurements never overlap, whatever the number of workers or Verifiers.
 """
 from __future__ import annotations
 
-import math
 import statistics
 import threading
 import time
@@ -23,6 +22,7 @@ from typing import Optional
 
 from engine.leir.diagnostics import LeirError
 from engine.plumbing.procs import WorkerFailed, WorkerProcess
+from engine.plumbing.records import json_safe
 
 from .timing_lock import TimingLock
 
@@ -54,7 +54,7 @@ class Verdict:
     seconds: float = 0.0
 
     def to_json(self) -> dict:
-        return _json_safe(asdict(self))
+        return json_safe(asdict(self))
 
     @classmethod
     def from_json(cls, d: dict) -> "Verdict":
@@ -81,21 +81,11 @@ class Measurement:
     seconds: float = 0.0
 
     def to_json(self) -> dict:
-        return _json_safe(asdict(self))
+        return json_safe(asdict(self))
 
     @classmethod
     def from_json(cls, d: dict) -> "Measurement":
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
-
-
-def _json_safe(x):
-    if isinstance(x, dict):
-        return {k: _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    return x
 
 
 # --------------------------------------------------------------------------- the work itself

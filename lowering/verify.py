@@ -44,6 +44,7 @@ import numpy as np
 
 from engine.leir.ast import DTYPES
 from engine.leir.diagnostics import LeirError
+from engine.plumbing.records import json_safe
 
 from .errors import LoweringError
 
@@ -76,13 +77,7 @@ class Comparison:
     mse: Optional[float] = None
 
     def to_dict(self) -> dict:
-        return {k: _json_num(v) for k, v in asdict(self).items()}
-
-
-def _json_num(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
-    return v
+        return json_safe(asdict(self))
 
 
 def _np_name(dtype: str) -> str:
@@ -231,23 +226,7 @@ class VerifyResult:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["ok"] = self.ok
-        return json.loads(json.dumps(d, default=_json_num, allow_nan=False)) if _finite(d) else _sanitize(d)
-
-
-def _finite(d) -> bool:
-    try:
-        json.dumps(d, allow_nan=False)
-        return True
-    except ValueError:
-        return False
-
-
-def _sanitize(x):
-    if isinstance(x, dict):
-        return {k: _sanitize(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_sanitize(v) for v in x]
-    return _json_num(x)
+        return json_safe(d)
 
 
 def verify(program, candidate=None, trials: int = 3, seed: int = 0, target: str = "llvm",
