@@ -18,10 +18,10 @@ import json
 import random
 import threading
 import time
-from collections import defaultdict
 
 from engine.leir.diagnostics import LeirError
 from engine.plumbing.records import json_nulls
+from engine.rewrite.sampling import shuffled_groups, take_turns
 
 from . import cot
 from .benefit import measured_sentence
@@ -60,26 +60,9 @@ def stratified_sample(steps: list, n: int | None, rng: random.Random, covered: s
     contains the sample of a smaller one's strategies."""
     if n is None or n >= len(steps):
         return list(steps)
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, s in enumerate(steps):
-        groups[s.strategy].append(i)
-    order = sorted(groups)
-    rng.shuffle(order)
-    order = uncovered_first(order, covered, fresh)
-    for name in order:
-        rng.shuffle(groups[name])
-    chosen: list[int] = []
-    k = 0
-    while len(chosen) < n:
-        took = False
-        for name in order:
-            if k < len(groups[name]) and len(chosen) < n:
-                chosen.append(groups[name][k])
-                took = True
-        if not took:
-            break
-        k += 1
-    return [steps[i] for i in sorted(chosen)]
+    groups = shuffled_groups(range(len(steps)), lambda i: steps[i].strategy, rng,
+                             arrange=lambda order: uncovered_first(order, covered, fresh))
+    return [steps[i] for i in sorted(take_turns(groups, n))]
 
 
 def verification_record(verdict, output_names: list[str]) -> dict:

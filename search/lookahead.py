@@ -12,6 +12,8 @@ of rewrites. So it costs at most ``width * (1 + width * (depth - 2))`` enumerati
 """
 from __future__ import annotations
 
+from engine.rewrite.sampling import take_turns
+
 FANOUT = 24              # continuations predicted per state
 
 
@@ -26,14 +28,7 @@ def _turns(children: list, fanout: int) -> list:
     by: dict[str, list] = {}
     for c in children:
         by.setdefault(c[2][-1], []).append(c)
-    groups = [by[k] for k in sorted(by)]
-    out, i = [], 0
-    while len(out) < fanout:
-        for g in groups:
-            if i < len(g) and len(out) < fanout:
-                out.append(g[i])
-        i += 1
-    return out
+    return take_turns((by[k] for k in sorted(by)), fanout)
 
 
 def rank(space, node, menu: list, model, features_of, depth: int, width: int,

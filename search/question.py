@@ -19,25 +19,16 @@ import random
 from dataclasses import dataclass
 from typing import Optional
 
+from engine.rewrite.sampling import shuffled_groups, take_turns
+
 from .prompt import PromptOptions, fit_menu, menu_messages
 
 
 def stratified(menu: list, rng: random.Random) -> list:
     """The menu reordered so that strategies take turns (each strategy's steps shuffled, the
     strategies in a shuffled order): a short prefix covers many strategies, not 100 tilings."""
-    by: dict[str, list] = {}
-    for c in menu:
-        by.setdefault(getattr(c, "label", c.step.strategy), []).append(c)   # a composite: its own group
-    groups = [by[s] for s in sorted(by)]
-    rng.shuffle(groups)
-    for g in groups:
-        rng.shuffle(g)
-    out = []
-    while any(groups):
-        for g in groups:
-            if g:
-                out.append(g.pop())
-    return out
+    groups = shuffled_groups(menu, lambda c: getattr(c, "label", c.step.strategy), rng)   # a composite: its own group
+    return take_turns(g[::-1] for g in groups)
 
 
 def preferred_menu(menu: list, size: int, rng: random.Random) -> list:
