@@ -16,9 +16,7 @@ from __future__ import annotations
 import json
 import re
 
-TORCH_DTYPES = {"f16": "torch.float16", "bf16": "torch.bfloat16", "f32": "torch.float32",
-                "f64": "torch.float64", "i8": "torch.int8", "i16": "torch.int16", "i32": "torch.int32",
-                "i64": "torch.int64", "u8": "torch.uint8", "bool": "torch.bool"}
+from search.prompt import TORCH_DTYPES
 
 PREFIX = ("Give the following IR of {model_name}: '{leir}', where the known variables are {known_info}. "
           "Do not change the names, shapes or dtypes of these known variables in the IR. \n")

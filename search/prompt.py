@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from engine.leir.ast import DTYPES
+
 SYSTEM_PROMPT = "You are a helpful IR optimization assistant."     # the reference's search prompt
 MENU_DETAILS = ("compact", "full")
 
@@ -37,10 +39,8 @@ PAPER_STRATEGY_TEXT = (
     "on exp to prefix summation on exp, online softmax, flashattention wo tiling, normal matmul to prefix matmul "
     "based on online softmax")
 
-TORCH_DTYPES = {"f16": "torch.float16", "bf16": "torch.bfloat16", "f32": "torch.float32", "f64": "torch.float64",
-                "bool": "torch.bool", "i8": "torch.int8", "i16": "torch.int16", "i32": "torch.int32",
-                "i64": "torch.int64", "u8": "torch.uint8", "u16": "torch.uint16", "u32": "torch.uint32",
-                "u64": "torch.uint64"}
+# how the paper's prompts (these and the dataset's, dataset.prompts) name a LEIR dtype: torch's name
+TORCH_DTYPES = {code: f"torch.{name}" for code, name in DTYPES.items()}
 
 CUDA_RULES = (
     "CUDA binding rules: Loop axes bound to block (along x,y,z axis, max dimension value: 2^31-1, 65535, 65535) "
