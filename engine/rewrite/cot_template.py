@@ -31,6 +31,8 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from engine.rewrite.sexp import keyword, walk
+
 # fact -> (format, what it is); dataset.cot computes each, dataset.claims re-derives each
 FACTS: dict[str, tuple[str, str]] = {
     # statements (top level, in program order)
@@ -83,7 +85,8 @@ PARAM_FORMATS = ("text", "int", "word", "scope", "thread", "kind")      # a para
 PARAM_PREFIX = "param."
 
 _SLOT = re.compile(r"\{([^{}]*)\}")
-_PARAM_KEYS = re.compile(r'\(P[A-Za-z]*\s+"([^"]+)"')
+_PARAM_HEAD = re.compile(r"P[A-Za-z]*")             # a parameter term: (P… "KEY" value)
+_STRING = re.compile(r'"[^"]+"')
 
 
 @dataclass(frozen=True)
@@ -165,38 +168,28 @@ def applicable(templates, rule: str) -> list[CotTemplate]:
     return [t for t in templates if t.rule == rule] + [t for t in templates if t.rule is None] + list(GENERIC)
 
 
-def rule_params(text: str) -> dict[str, set[str]]:
-    """rule name -> the parameter keys its Step writes, read off the (expanded) egglog text."""
+def rule_params(forms) -> dict[str, set[str]]:
+    """rule name -> the parameter keys its Step writes (``(P… "KEY" …)`` terms), read off the
+    top-level forms of an (expanded) egglog text."""
     out: dict[str, set[str]] = {}
-    for form in _top_forms(text):
-        name = re.search(r':name\s+"([^"]+)"', form)
-        if name and re.match(r"\((rule|rewrite|birewrite)\s", form):
-            out.setdefault(name.group(1), set()).update(_PARAM_KEYS.findall(form))
+    for form in forms:
+        name = keyword(form, ":name") if form.head in ("rule", "rewrite", "birewrite") else None
+        if name is not None:
+            keys = out.setdefault(name.value.strip('"'), set())
+            for x in walk(form):
+                if (x.is_list and len(x.value) > 1 and _PARAM_HEAD.fullmatch(x.head or "")
+                        and not x.value[1].is_list and _STRING.fullmatch(x.value[1].value)):
+                    keys.add(x.value[1].value[1:-1])
     return out
 
 
-def _top_forms(text: str):
-    """The top-level parenthesised forms of an egglog text (strings and comments skipped)."""
-    depth, start = 0, 0
-    for m in re.finditer(r';[^\n]*|"(?:[^"\\]|\\.)*"|[()]', text):
-        tok = m.group()
-        if tok == "(":
-            if depth == 0:
-                start = m.start()
-            depth += 1
-        elif tok == ")" and depth:
-            depth -= 1
-            if depth == 0:
-                yield text[start:m.end()]
-
-
-def check_templates(strategies, texts: dict[str, str]) -> list[tuple[str, int, str]]:
+def check_templates(strategies, forms: dict[str, list]) -> list[tuple[str, int, str]]:
     """(file, line, message) for each template naming a rule the block does not have, or a
-    parameter that none of the rules it applies to writes. ``texts``: file -> egglog text with
-    identities expanded."""
+    parameter that none of the rules it applies to writes. ``forms``: file -> the top-level
+    forms of its egglog text with identities expanded."""
     params: dict[str, set[str]] = {}
-    for text in texts.values():
-        for rule, keys in rule_params(text).items():
+    for fs in forms.values():
+        for rule, keys in rule_params(fs).items():
             params.setdefault(rule, set()).update(keys)
     out = []
     for st in strategies:

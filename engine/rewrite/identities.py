@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.rewrite.sexp import SExp, read_sexps, sexp_text
+from engine.rewrite.sexp import SExp, edit_text, in_place, read_sexps, sexp_text
 
 IDENTITY = "identity"
 TEMPLATE_NAMES = ("e", "s", "lhs", "r", "init")      # bound by the identity rule template
@@ -165,12 +165,5 @@ def _placed(x: SExp, line: int, col: int) -> SExp:
 def expand_identities(text: str, identities: list[Identity]) -> str:
     """``text`` with each identity form replaced by its rules, on the form's first line (the
     newlines of the form are kept, so every later line keeps its number)."""
-    out, pos = [], 0
-    for ident in sorted(identities, key=lambda i: i.form.start):
-        f = ident.form
-        rules = " ".join(ident.rule_text(*d) for d in ident.directions())
-        out.append(text[pos:f.start])
-        out.append(rules + "\n" * text.count("\n", f.start, f.end))
-        pos = f.end
-    out.append(text[pos:])
-    return "".join(out)
+    return edit_text(text, [in_place(text, i.form, " ".join(i.rule_text(*d) for d in i.directions()))
+                            for i in identities])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from engine.leir.ast import BinOp, Call, Compare, Num, Ref, Unary, Var
 from engine.leir.diagnostics import LeirError
+from engine.rewrite.sexp import edit_text, in_place
 
 MACRO = "leir"
 
@@ -177,10 +178,5 @@ def expand_macros(text: str, forms) -> tuple[str, list[tuple[int, int, str]]]:
     message)). ``forms``: ``read_sexps(text)``. A form's replacement stays on its first line
     and the form's newlines follow it, so every later line keeps its number."""
     problems: list[tuple[int, int, str]] = []
-    out, pos = [], 0
-    for f in _outermost(forms, []):
-        out.append(text[pos:f.start])
-        out.append(_expand_one(f, problems) + "\n" * text.count("\n", f.start, f.end))
-        pos = f.end
-    out.append(text[pos:])
-    return "".join(out), problems
+    edits = [in_place(text, f, _expand_one(f, problems)) for f in _outermost(forms, [])]
+    return edit_text(text, edits), problems

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 
 from engine.rewrite.rulebook import (RANGE_RELATIONS, SCHEMA_FILE, TEMPLATE_NAMES, SExp, SExpError, keyword,
-                                     load_rulebook, read_sexps)
+                                     load_rulebook)
 
 STEP_RELATIONS = ("Step", "StepItems", "StepExpr")
 # egglog primitives and action keywords that may appear in rules
@@ -139,7 +139,7 @@ def lint(path=None) -> Report:
     declared: dict[str, tuple[int, int]] = {}
     for f in book.files:
         try:
-            forms = read_sexps(book.text(f))       # identities expanded into their rules
+            forms = book.forms(f)                   # identities expanded into their rules
         except SExpError as e:
             rep.error(f, e.line, e.col, str(e))
             forms = []

@@ -53,7 +53,7 @@ from engine.rewrite.identities import (IDENTITY, IDENTITY_OPTIONS, TEMPLATE_NAME
                                        expand_identities, parse_identity)
 from engine.rewrite.meta import (EXACTNESS, OPTIONAL, REQUIRED, StrategyMeta, read_meta,  # noqa: F401
                                  scan_headers)
-from engine.rewrite.sexp import TOKEN, SExp, SExpError, keyword, read_sexps, sexp_text  # noqa: F401
+from engine.rewrite.sexp import SExp, SExpError, edit_text, keyword, read_sexps, sexp_text  # noqa: F401
 from engine.rewrite.sources import RULES_DIR, SCHEMA_FILE, RuleSources, manifest  # noqa: F401
 from engine.rewrite.cot_template import check_templates, parse_template
 from engine.rewrite.leirterms import MACRO, expand_macros
@@ -118,9 +118,19 @@ class Strategy:
         return 0.1 * k + 0.5 * (p - 1) + s
 
 
-def parse_blocks(text: str, filename: str):
+def block_at(blocks, line: int):
+    """The block that a form starting on ``line`` belongs to: the last one whose header is
+    above it (None: before the first)."""
+    owner = None
+    for b in blocks:
+        if b.line < line and (owner is None or b.line > owner.line):
+            owner = b
+    return owner
+
+
+def parse_blocks(text: str, filename: str, forms: list[SExp] | None = None):
     """(strategies, forms outside any block, problems as (line, col, message), identities) of
-    one rule file."""
+    one rule file (``forms``: ``read_sexps(text)``, when the caller has them)."""
     headers, problems = scan_headers(text, filename, foreign=EXAMPLE_KEYS)
     starts: list[Strategy] = []
     for h in headers:
@@ -136,7 +146,7 @@ def parse_blocks(text: str, filename: str):
             else:
                 st.cot.append(template)
         starts.append(st)
-    forms = read_sexps(text)
+    forms = read_sexps(text) if forms is None else forms
     outside: list[SExp] = []
     identities: list[Identity] = []
     by_name = {st.name: st for st in starts}
@@ -155,10 +165,7 @@ def parse_blocks(text: str, filename: str):
                     st.rules.append(name)
             identities.append(ident)
             continue
-        owner = None
-        for st in starts:
-            if st.line < f.line:
-                owner = st
+        owner = block_at(starts, f.line)
         if owner is None:
             outside.append(f)
             continue
@@ -169,14 +176,33 @@ def parse_blocks(text: str, filename: str):
     return starts, outside, problems, identities
 
 
-def rewrite_rulesets(text: str, blocks: list[Strategy]) -> str:
-    """Move each block's ``:ruleset step`` into the block's own ruleset (line-preserving)."""
-    lines = text.split("\n")
-    bounds = [b.line for b in blocks] + [len(lines) + 1]
-    for b, end in zip(blocks, bounds[1:]):
-        for i in range(b.line - 1, end - 1):
-            lines[i] = re.sub(r":ruleset\s+step\b", ":ruleset " + b.ruleset, lines[i])
-    return "\n".join(lines)
+RULE_HEADS = ("rule", "rewrite", "birewrite")
+
+
+def ruleset_edits(text: str, forms: list[SExp], blocks: list[Strategy] = (), drop=()) -> list:
+    """The edits (``sexp.edit_text``) that move each block's ``:ruleset step`` forms into the
+    block's own ruleset (``:ruleset s_<strategy>``, on the same line) and blank out the rules
+    of the rulesets in ``drop`` (their lines and columns kept, so egglog's error spans for the
+    rest stay right)."""
+    edits = []
+    for f in forms:
+        ruleset = keyword(f, ":ruleset") if f.is_list else None
+        if ruleset is None:
+            continue
+        name = ruleset.value
+        if name == "step":
+            owner = block_at(blocks, ruleset.line)
+            if owner is not None:
+                name = owner.ruleset
+        renamed = []
+        if name != ruleset.value:
+            tag = f.value[f.value.index(ruleset) - 1]           # the :ruleset atom
+            renamed = [(tag.start - f.start, ruleset.end - f.start, ":ruleset " + name)]
+        if f.head in RULE_HEADS and name in drop:                # the renamed form's characters, blank
+            edits.append((f.start, f.end, re.sub(r"[^\n]", " ", edit_text(text[f.start:f.end], renamed))))
+        elif renamed:
+            edits.append((tag.start, ruleset.end, renamed[0][2]))
+    return edits
 
 
 @dataclass
@@ -190,6 +216,7 @@ class Rulebook:
     identities: dict[str, list[Identity]] = field(default_factory=dict)   # file -> its identity forms
     expanded: dict[str, str] = field(default_factory=dict)   # file -> text with identities expanded into rules
     sources: RuleSources = field(default_factory=RuleSources)
+    _forms: dict[str, list[SExp]] = field(default_factory=dict, repr=False, compare=False)
 
     def manifest(self) -> list[dict]:
         """The rule files as a result records them: name and sha256 of each (sources.manifest)."""
@@ -198,6 +225,13 @@ class Rulebook:
     def text(self, f) -> str:
         """The egglog text of a file: identity forms expanded into their rules."""
         return self.expanded.get(str(f), self.texts[str(f)])
+
+    def forms(self, f) -> list[SExp]:
+        """The top-level forms of ``text(f)`` (read once)."""
+        key = str(f)
+        if key not in self._forms:
+            self._forms[key] = read_sexps(self.text(f))
+        return self._forms[key]
 
     def identity_rules(self) -> dict[str, Identity]:
         """rule name -> the identity that declares it."""
@@ -219,49 +253,19 @@ class Rulebook:
         """
         drop = {without_ruleset} if isinstance(without_ruleset, str) else set(without_ruleset or ())
         schema = self.texts[str(self.files[0])]
-        if drop:
-            schema = blank_ruleset(schema, drop)
-        out = [(str(self.files[0]), schema)]
+        out = [(str(self.files[0]), edit_text(schema, ruleset_edits(schema, self.forms(self.files[0]), (), drop)))]
         decl = "".join(f"(ruleset {s.ruleset})\n" for s in self.strategies)
         out.append(("<rulesets>", decl))
         for f in self.files[1:]:
             blocks = [s for s in self.strategies if s.file == str(f)]
-            text = rewrite_rulesets(self.text(f), blocks)
-            if drop & {b.ruleset for b in blocks}:
-                text = blank_ruleset(text, drop)
-            out.append((str(f), text))
+            text = self.text(f)
+            out.append((str(f), edit_text(text, ruleset_edits(text, self.forms(f), blocks, drop))))
         if self.strategies:
             combined = "(unstable-combined-ruleset step " + " ".join(s.ruleset for s in self.strategies) + ")\n"
         else:
             combined = "(ruleset step)\n"
         out.append(("<rulesets>", combined))
         return out
-
-
-def blank_ruleset(text: str, ruleset) -> str:
-    """``text`` with every top-level rule / rewrite of ``ruleset`` (a name or a collection of
-    names) replaced by spaces (newlines kept, so egglog's error spans for the rest stay right)."""
-    names = [ruleset] if isinstance(ruleset, str) else sorted(ruleset)
-    out = list(text)
-    depth, start = 0, 0
-    tag = re.compile(r":ruleset\s+(?:" + "|".join(re.escape(n) for n in names) + r")(?![\w-])")
-    for m in TOKEN.finditer(text):
-        tok = m.group()
-        if tok == "(":
-            if depth == 0:
-                start = m.start()
-            depth += 1
-        elif tok == ")" and depth:
-            depth -= 1
-            if depth == 0:
-                form = text[start:m.end()]
-                if re.match(r"\((rule|rewrite|birewrite)\s", form) and tag.search(form):
-                    for i in range(start, m.end()):
-                        if out[i] != "\n":
-                            out[i] = " "
-    return "".join(out)
-
-
 
 
 def rule_files(path=None) -> list[Path]:
@@ -280,6 +284,7 @@ def load_rulebook(path=None) -> Rulebook:
     problems: list[Problem] = []
     identities: dict[str, list[Identity]] = {}
     expanded: dict[str, str] = {}
+    parsed: dict[str, list[SExp]] = {}
     seen: dict[str, Strategy] = {}
     for f in files:
         text = f.read_text()
@@ -289,7 +294,8 @@ def load_rulebook(path=None) -> Rulebook:
             if "(" + MACRO in text and f != files[0]:
                 source, probs = expand_macros(text, read_sexps(text))
                 problems.extend(Problem(str(f), line, msg, col) for line, col, msg in probs)
-            blocks, _, probs, idents = parse_blocks(source, str(f))
+            forms = read_sexps(source)
+            blocks, _, probs, idents = parse_blocks(source, str(f), forms)
         except SExpError as e:
             problems.append(Problem(str(f), e.line, str(e), e.col))
             continue
@@ -311,6 +317,14 @@ def load_rulebook(path=None) -> Rulebook:
             identities[str(f)] = idents
         if idents or source is not text:
             expanded[str(f)] = expand_identities(source, idents)
-    problems.extend(Problem(f, line, msg) for f, line, msg in
-                    check_templates(strategies, {f: expanded.get(f, t) for f, t in texts.items()}))
-    return Rulebook(files, texts, strategies, problems, identities, expanded, sources)
+        else:
+            parsed[str(f)] = forms
+    book = Rulebook(files, texts, strategies, problems, identities, expanded, sources, parsed)
+    forms_of: dict[str, list[SExp]] = {}
+    for f in files:
+        try:
+            forms_of[str(f)] = book.forms(f)
+        except SExpError:                   # reported above
+            pass
+    problems.extend(Problem(f, line, msg) for f, line, msg in check_templates(strategies, forms_of))
+    return book

@@ -1,5 +1,7 @@
 """Reading egglog text as s-expressions: located forms (line, column, offsets), so the rule
-loader and ``engine.lint`` can point at the form a message is about."""
+loader and ``engine.lint`` can point at the form a message is about. The one reader of rule
+files: everything that looks into them or rewrites them (rulesets, identities, ``(leir ...)``
+terms) works on these forms, and edits the text at their offsets (``edit_text``)."""
 from __future__ import annotations
 
 import re
@@ -13,7 +15,7 @@ class SExp:
     value: object          # list[SExp] | str (atoms keep their source text; strings quoted)
     line: int
     col: int
-    start: int = -1        # offsets of the form in its text (lists only): text[start:end]
+    start: int = -1        # offsets of the form in its text: text[start:end]
     end: int = -1
 
     @property
@@ -58,7 +60,7 @@ def read_sexps(text: str) -> list[SExp]:
                 raise SExpError("unbalanced ')'", line, col)
             stack.pop().end = m.end()
         else:
-            stack[-1].value.append(SExp(tok, line, col))
+            stack[-1].value.append(SExp(tok, line, col, m.start(), m.end()))
     if len(stack) != 1:
         raise SExpError("unclosed '('", stack[-1].line, stack[-1].col)
     return stack[0].value
@@ -69,6 +71,30 @@ def sexp_text(x: SExp) -> str:
     if not x.is_list:
         return x.value
     return "(" + " ".join(sexp_text(c) for c in x.value) + ")"
+
+
+def walk(x: SExp):
+    """The form and every form inside it, depth first, in text order."""
+    yield x
+    if x.is_list:
+        for c in x.value:
+            yield from walk(c)
+
+
+def edit_text(text: str, edits) -> str:
+    """``text`` with each ``(start, end, replacement)`` applied; the spans must not overlap."""
+    out, pos = [], 0
+    for start, end, new in sorted(edits, key=lambda e: e[0]):
+        out += [text[pos:start], new]
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def in_place(text: str, form: SExp, replacement: str) -> tuple[int, int, str]:
+    """The edit replacing ``form`` with ``replacement`` on the form's first line, the form's
+    newlines following it, so every later line keeps its number."""
+    return form.start, form.end, replacement + "\n" * text.count("\n", form.start, form.end)
 
 
 def keyword(form: SExp, key: str) -> SExp | None:
