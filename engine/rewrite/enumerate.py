@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from engine.leir.diagnostics import LeirError
 from engine.rewrite.compute import ComputeRules
-from engine.rewrite.facts import STATIC_RELATIONS, FactInserter, analyse, fact_action
+from engine.rewrite.facts import STATIC_RELATIONS, FactInserter, value_tables
 from engine.rewrite.names import _Uncovered, fresh_plan, loop_names, rename_text, tensor_names
 from engine.rewrite.neighbour import Enumeration, Invalid, InvalidNeighbour, Neighbour
 from engine.rewrite.rows import decode_rows
@@ -75,7 +75,7 @@ class Enumerator:
         self.session = Session(self.book, self.loaded, self.order, not python_compute, self.compute.mentioned,
                                stratified)
         self.facts = FactInserter(self.session.declared, self.session.queried, self.session.static,
-                                  self.book.files[0])
+                                  self.book.files[0], value_tables(self.book.forms(self.book.files[0])))
         self.splicer = Splicer(self.owner, self.order)
         self.compute_fallbacks = 0           # queries whose helpers needed egglog's compute ruleset
         self.python_compute = python_compute  # False: every query saturates compute in egglog
@@ -141,9 +141,9 @@ class Enumerator:
         interner = Interner()
         enc = encode(program.body, interner, "l_prog", "l_")
         clock("encode")
-        actions, static = self.facts.actions(analyse(program, enc), enc)
+        actions, static = self.facts.actions(self.facts.analyse(program, enc), enc)
         for fact in static:                  # kept for good: inserted at the base level, below the push
-            self.session.keep(fact, fact_action(fact, ()))
+            self.session.keep(fact, self.facts.action(fact))
         with self.session.query(enc.actions + actions, selected, clock) as eg:
             if self._stripped:
                 try:

@@ -1,12 +1,13 @@
-"""The analysis facts of one query: computed in Python (engine.rewrite.analyses), turned into
-the egglog actions that insert them.
+"""The analysis facts of one query: computed in Python (engine.rewrite.analyses, one registry:
+``analyses.program.ANALYSES``), turned into the egglog actions that insert them.
 
 The analyses see the program and its encoding and answer with one ``ProgramFacts``: facts
 about the whole program, about the nest at a body path (a nest that occurs at several paths
 is one e-class, so its facts are those true at every one of them), about pairs of top-level
-nests, and the repeated expressions. Only facts some loaded rule can read are inserted:
-egglog compiles each action of the insert rule at tens of microseconds apiece, so an engine
-loading a few strategies skips the facts only the others use.
+nests, and the repeated expressions. Only the analyses providing a relation some loaded rule
+reads run, and only such facts are inserted: egglog compiles each action of the insert rule at
+tens of microseconds apiece, so an engine loading a few strategies skips the facts only the
+others use.
 """
 from __future__ import annotations
 
@@ -15,14 +16,10 @@ from typing import NamedTuple
 import egglog.bindings as b
 
 from engine.leir.diagnostics import LeirError
-from engine.rewrite.analyses.program import program_facts
+from engine.rewrite.analyses.program import ANALYSES, PROVIDED, STATIC_RELATIONS, program_facts
 from engine.rewrite.terms import SP, call, lit_i, lit_s
 
-# Python-computed relations that are pure functions of their integer arguments (the divisors
-# and cut points of an extent): true in every program, so a fact stays in the base e-graph
-# once inserted and later queries skip it (every rule joins them to an extent of the query's
-# own loops). Each action of a query's insert rule costs egglog tens of microseconds.
-STATIC_RELATIONS = frozenset({"Divisor", "Cut"})
+__all__ = ["ANALYSES", "STATIC_RELATIONS", "FactInserter", "ProgramFacts", "analyse", "fact_action", "value_tables"]
 
 _ACTIONS: dict = {}
 
@@ -46,28 +43,34 @@ class ProgramFacts(NamedTuple):
         return out | ({"Repeated"} if self.repeated else set())
 
 
-def analyse(program, enc) -> ProgramFacts:
-    """The facts of ``program`` as encoded by ``enc`` (engine.rewrite.terms.encode)."""
-    glob, per_key, pairs, rep = program_facts(program, enc)
-    return ProgramFacts(glob, per_key, pairs, rep, enc.path_key)
+def analyse(program, enc, wanted=None) -> ProgramFacts:
+    """The facts of ``program`` as encoded by ``enc`` (engine.rewrite.terms.encode), of the
+    analyses providing a relation in ``wanted`` (None: every analysis)."""
+    f = program_facts(program, enc, wanted)
+    return ProgramFacts(f.glob, f.nests, f.pairs, f.repeated, enc.path_key)
 
 
-def fact_action(fact: tuple, items: tuple):
+def value_tables(schema_forms) -> frozenset:
+    """The tables of a schema declared ``(function NAME (ARGS) SORT ...)``: a fact of one is set
+    to a value (its last argument), not asserted."""
+    return frozenset(f.value[1].value for f in schema_forms
+                     if f.head == "function" and len(f.value) > 3 and f.value[3].value != "Unit")
+
+
+def fact_action(fact: tuple, items: tuple, value: bool = False):
     """The action inserting ``fact`` (relation, literal args...) about the nests bound to the
-    variables ``items``. Shared across queries, like ``lit_s``: item variables are named
-    after small interned keys, so the same few thousand facts recur from query to query, and
-    building the pyo3 objects was most of the facts phase."""
-    k = (fact, items)
+    variables ``items``; ``value``: the relation is a function, its value the last argument.
+    Shared across queries, like ``lit_s``: item variables are named after small interned keys,
+    so the same few thousand facts recur from query to query, and building the pyo3 objects was
+    most of the facts phase."""
+    k = (fact, items, value)
     got = _ACTIONS.get(k)
     if got is None:
         if len(_ACTIONS) > 200_000:
             _ACTIONS.clear()
         rel, *args = fact
         vals = [b.Var(SP, v) for v in items] + [lit_i(a) if isinstance(a, int) else lit_s(a) for a in args]
-        if rel == "ThreadProduct":       # a function: its value is the last argument
-            got = b.Set(SP, rel, vals[:-1], vals[-1])
-        else:
-            got = b.Expr_(SP, call(rel, vals))
+        got = b.Set(SP, rel, vals[:-1], vals[-1]) if value else b.Expr_(SP, call(rel, vals))
         _ACTIONS[k] = got
     return got
 
@@ -75,21 +78,33 @@ def fact_action(fact: tuple, items: tuple):
 class FactInserter:
     """Facts -> insert actions for one session: ``declared`` are the tables the rule files
     declare, ``queried`` those some loaded rule reads, ``static`` the facts of
-    STATIC_RELATIONS the base e-graph holds already; ``first_file`` is named in errors."""
+    STATIC_RELATIONS the base e-graph holds already, ``values`` the tables that are functions
+    (``value_tables``); ``first_file`` is named in errors."""
 
-    def __init__(self, declared: set[str], queried: set[str], static: set[tuple], first_file):
+    def __init__(self, declared: set[str], queried: set[str], static: set[tuple], first_file, values=frozenset()):
         self.declared, self.queried, self.static, self.first_file = declared, queried, static, first_file
+        self.values = values
         self._checked: set[str] = set()
 
     def _check_relations(self, names) -> None:
-        """Every relation the Python analyses produce must be declared by the rule files:
+        """Every relation a fact names is one its analysis provides and the rule files declare:
         egglog itself panics while formatting the error for an unknown one."""
         for rel in names:
             if rel not in self._checked:
+                if rel not in PROVIDED:
+                    raise LeirError(f"internal error: an analysis produced a fact for '{rel}', which no analysis "
+                                    "of engine.rewrite.analyses.program.ANALYSES provides")
                 if rel not in self.declared:
                     raise LeirError(f"the Python analyses (engine.rewrite.analyses) produced a fact for '{rel}', "
                                     f"which no rule file declares (declare it in {self.first_file})")
                 self._checked.add(rel)
+
+    def analyse(self, program, enc) -> ProgramFacts:
+        """The facts of the analyses some loaded rule reads."""
+        return analyse(program, enc, self.queried)
+
+    def action(self, fact: tuple, items: tuple = ()):
+        return fact_action(fact, items, fact[0] in self.values)
 
     def actions(self, facts: ProgramFacts, enc) -> tuple[list, list]:
         """(actions inserting this query's facts, facts of STATIC_RELATIONS the base e-graph
@@ -100,7 +115,7 @@ class FactInserter:
         for fact in facts.glob:
             if fact[0] in used:
                 if fact[0] not in STATIC_RELATIONS:
-                    acts.append(fact_action(fact, ()))
+                    acts.append(self.action(fact))
                 elif fact not in self.static:
                     static.append(fact)
         per_key = facts.nests
@@ -108,10 +123,10 @@ class FactInserter:
             g = (enc.nest_globals[key],)
             for fact in sorted(per_key[key], key=repr):
                 if fact[0] in used:
-                    acts.append(fact_action(fact, g))
+                    acts.append(self.action(fact, g))
         for rel, k1, k2, *args in facts.pairs:
             if rel in used:
-                acts.append(fact_action((rel, *args), (enc.nest_globals[k1], enc.nest_globals[k2])))
+                acts.append(self.action((rel, *args), (enc.nest_globals[k1], enc.nest_globals[k2])))
         for (_, k) in facts.repeated if "Repeated" in used else ():
             acts.append(b.Expr_(SP, call("Repeated", [enc.exprs[k]])))
         return acts, static

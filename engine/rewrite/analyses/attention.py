@@ -48,8 +48,9 @@ def _subst(index: tuple, v: str, new) -> tuple:
     return tuple(transform(e, lambda n: new if isinstance(n, Var) and n.name == v else n) for e in index)
 
 
-def attention_facts(program, enc, per_key: dict, pair: list) -> None:
+def attention_facts(program, enc, found) -> None:
     """PrefixAxis / DeadAfter per top-level nest; ReadRenamed / ReadFinal per top-level pair."""
+    per_key, pair = found.nests, found.pairs
     body = program.body
     keys = [enc.path_key[(i,)] for i in range(len(body))]
     nested = {k for k, paths in enc.item_paths.items() if any(len(p) > 1 for p in paths)}

@@ -163,8 +163,9 @@ def split_host(nest) -> str | None:
     return None
 
 
-def graph_facts(program, enc, per_key: dict, pair: list) -> None:
-    """Add the graph-level facts to ``per_key`` (nest key -> facts) and ``pair``."""
+def graph_facts(program, enc, found) -> None:
+    """The graph-level facts of nests (``found.nests``) and of pairs of nests (``found.pairs``)."""
+    per_key, pair = found.nests, found.pairs
     for items, outer, parent in _lists(program):
         for j, it in enumerate(items):
             if not isinstance(it, Nest):
@@ -183,9 +184,9 @@ def graph_facts(program, enc, per_key: dict, pair: list) -> None:
     for i, n in enumerate(program.body):
         kind = split_host(n)
         if kind is not None:
-            per_key[enc.path_key[(i,)]].add(("SplitHost", kind))
+            per_key.setdefault(enc.path_key[(i,)], set()).add(("SplitHost", kind))
     for i in _inline_producers(program):
-        per_key[enc.path_key[(i,)]].add(("InlineProducer",))
+        per_key.setdefault(enc.path_key[(i,)], set()).add(("InlineProducer",))
     reorder_facts(program, enc, pair)
 
 

@@ -183,7 +183,9 @@ def layout_cache_facts(program, enc, glob: list, per_key: dict) -> None:
             glob.extend(("DimSplit", name, k, f) for k, m in enumerate(buf.shape) for f in divisors(m))
 
 
-def memory_dce_facts(program, enc, glob: list, per_key: dict) -> None:
+def memory_dce_facts(program, enc, found) -> None:
+    """The facts of rules/memory.egg and rules/dce.egg: scopes, copies, caches, dead tensors."""
+    glob, per_key = found.glob, found.nests
     layout_cache_facts(program, enc, glob, per_key)
     body = program.body
     info = program.info

@@ -102,10 +102,10 @@ def _slide(nest: Nest, h: str, p: int):
     return None
 
 
-def partial_facts(program, enc, pair: list) -> None:
+def partial_facts(program, enc, found) -> None:
     """(PadConv s0 s1 v c lo n cut) for adjacent top-level s0 (padding along v) and s1 (sliding
     window along c over s0's output): see the S35 section of rules/leir.egg."""
-    body = program.body
+    body, pair = program.body, found.pairs
     keys = [enc.path_key[(i,)] for i in range(len(body))]
     for i in range(len(body) - 1):
         s0, s1 = body[i], body[i + 1]

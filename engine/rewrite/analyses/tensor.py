@@ -209,8 +209,9 @@ def concat_axes(s, t, shapes: dict) -> list[str]:
     return out
 
 
-def tensor_facts(program, enc, per_key: dict, pair: list) -> None:
-    """Add TensorSplitAxis (per top-level nest) and TensorConcatAxis (per adjacent top-level pair) facts."""
+def tensor_facts(program, enc, found) -> None:
+    """TensorSplitAxis (per top-level nest) and TensorConcatAxis (per adjacent top-level pair) facts."""
+    per_key, pair = found.nests, found.pairs
     shapes = {n: b.shape for n, b in program.info.buffers.items()}
     body = program.body
     for i, n in enumerate(body):

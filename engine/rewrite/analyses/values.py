@@ -114,10 +114,11 @@ def possibly_infinite(program) -> dict[str, frozenset]:
     return env
 
 
-def value_facts(program, enc, glob: list, per_key: dict) -> None:
+def value_facts(program, enc, found) -> None:
     """(InexactOK X) for each such tensor; (InexactWrites s) for each nest every tensor of which
     is InexactOK (the reassociating operator and attention rules); (FiniteTensor X) for each
     tensor that can hold no infinity."""
+    glob, per_key = found.glob, found.nests
     inf = possibly_infinite(program)
     glob.extend(("FiniteTensor", name) for name in sorted(program.info.buffers) if not inf.get(name))
     inexact = inexact_ok(program)
