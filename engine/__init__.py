@@ -11,6 +11,8 @@ The public API (imported on first use, so ``import engine`` stays cheap)::
 """
 from __future__ import annotations
 
+from engine.plumbing.lazy import lazy_exports
+
 _EXPORTS = {
     "LeirError": "engine.leir.diagnostics",
     "Program": "engine.leir.program",
@@ -28,15 +30,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'engine' has no attribute '{name}'")
-    import importlib
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

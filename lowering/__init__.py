@@ -8,6 +8,8 @@ and timing (imported on first use)::
 """
 from __future__ import annotations
 
+from engine.plumbing.lazy import lazy_exports
+
 _EXPORTS = {
     "Verifier": "lowering.verifier",
     "Verdict": "lowering.verifier",
@@ -24,15 +26,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lowering' has no attribute '{name}'")
-    import importlib
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

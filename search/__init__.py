@@ -13,6 +13,8 @@ trajectory of steps that explains it. Imported on first use, like ``engine``::
 """
 from __future__ import annotations
 
+from engine.plumbing.lazy import lazy_exports
+
 _EXPORTS = {
     "SearchOptions": "search.options",
     "ALGORITHMS": "search.algorithms",
@@ -22,18 +24,7 @@ _EXPORTS = {
     "load_trajectory": "search.trajectory",
 }
 
-__all__ = [*sorted(_EXPORTS)]
+__all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'search' has no attribute '{name}'")
-    import importlib
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
