@@ -7,6 +7,7 @@ import shlex
 import subprocess
 import sys
 
+import pytest
 from conftest import EXAMPLES, ROOT
 
 
@@ -40,29 +41,59 @@ def test_enumerate_limit_lists_provenance_and_canonical_text():
         assert row["leir"].startswith(("B^", "L^", "P^", "U^", "V^"))
 
 
-def quick_start_commands() -> list[list[str]]:
-    """The README's quick-start command, split at '&&', without the set-up (venv, pip)."""
+def quick_start_commands(smaller: dict | None = None) -> list[list[str]]:
+    """The README's quick-start command, split at '&&', without the set-up (venv, pip);
+    ``smaller``: option -> value replacing the README's (a quicker run of the same commands)."""
     readme = (ROOT / "README.md").read_text()
     m = re.search(r"## Quick start.*?```bash\n(.*?)\n```", readme, re.S)
     assert m, "the README has a '## Quick start' section with a bash block"
     steps = [shlex.split(part) for part in m.group(1).split("&&")]
     assert steps[0][:3] == ["python3", "-m", "venv"] and "pip" in steps[1][0]
     assert all(st[0] == ".venv/bin/python" for st in steps[2:]), steps
-    return [[sys.executable] + st[1:] for st in steps[2:]]
+    out = [[sys.executable] + st[1:] for st in steps[2:]]
+    for option, value in (smaller or {}).items():
+        hits = [(cmd, i) for cmd in out for i, a in enumerate(cmd[:-1]) if a == option]
+        assert hits, f"the quick start no longer passes {option}"
+        for cmd, i in hits:
+            cmd[i + 1] = value
+    return out
 
 
-def test_readme_quick_start_runs_as_written(tmp_path):
-    """Every command of the quick start succeeds from a directory holding the examples, and leaves what
-    the README says it leaves: a checked dataset, a trajectory that replays, its plot."""
-    (tmp_path / "examples").symlink_to(EXAMPLES)
+def run_quick_start(tmp_path, examples: list, smaller: dict | None = None):
+    """Every command of the quick start succeeds from a directory holding ``examples`` (under
+    examples/), and leaves what the README says it leaves: a checked dataset, a trajectory that
+    replays, its plot. Returns the trajectory."""
+    if examples == [EXAMPLES]:
+        (tmp_path / "examples").symlink_to(EXAMPLES)
+    else:
+        (tmp_path / "examples").mkdir()
+        for f in examples:
+            (tmp_path / "examples" / f.name).symlink_to(f)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for cmd in quick_start_commands():
+    for cmd in quick_start_commands(smaller):
         r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=env)
         assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-2000:])
     out = tmp_path / "out"
     rows = [json.loads(line) for line in (out / "examples" / "rows.jsonl").read_text().splitlines()]
     assert {r["program"]["name"] for r in rows} >= {"softmax", "matmul"}
     traj = json.loads((out / "matmul.json").read_text())
-    assert traj["options"]["algorithm"] == "kernels" and traj["summary"]["samples"] <= 16
+    assert traj["options"]["algorithm"] == "kernels"
     assert traj["summary"]["kernels"]["composed"] is not None
     assert traj["best"]["speedup"] > 0 and (out / "matmul.png").stat().st_size > 0
+    return traj
+
+
+def test_readme_quick_start_commands_run_on_two_examples(tmp_path):
+    """The quick start's commands as written, on the softmax and matmul examples alone, with 2 rows
+    a program and a search budget of 4 (the README's run, the corpus included, is the long test
+    below)."""
+    traj = run_quick_start(tmp_path, [EXAMPLES / "softmax.leir", EXAMPLES / "matmul.leir"],
+                           {"--per-program": "2", "--budget": "4"})
+    assert traj["options"]["budget"] == 4 and traj["summary"]["samples"] <= 4
+
+
+@pytest.mark.long
+def test_readme_quick_start_runs_as_written(tmp_path):
+    """The README's quick start exactly: every bundled example and the corpus below examples/."""
+    traj = run_quick_start(tmp_path, [EXAMPLES])
+    assert traj["summary"]["samples"] <= 16
