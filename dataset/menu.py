@@ -3,8 +3,8 @@
 For a state (a program reached from a source by verified steps), ``menu_state`` asks the question
 ``python -m search --policy llm`` asks there (``search.question.menu_question`` over
 ``search.space.Space.menu``: the same entries, numbers and words), verifies every entry shown,
-times each one that passes against the state program (``dataset.timing.compare_many``: interleaved
-rounds, an interval and a verdict per entry) and renders each entry's reason: the rule block's
+times each one that passes against the state program (``lowering.measure.Measurer``: interleaved
+rounds, an interval and a verdict per entry; an entry the state's rows timed is not timed again) and renders each entry's reason: the rule block's
 description, what the step changes in this program (``dataset.cot``), what it can improve here
 (``dataset.benefit``) and its measured effect.
 
@@ -157,7 +157,6 @@ def menu_state(runner, program, parent_program=None, depth: int = 0, history=(),
     ``dataset.task.Runner`` (engine, verifier, options); ``verified``: step key -> whether the task
     already found it equal (the entries it did not verify are verified here); ``timed``: step key ->
     the timing record the task already measured against this state (the others are timed here)."""
-    from . import timing as timing_mod
     eng, verifier, opts = runner.engine, runner.verifier, runner.options
     q = question(eng, opts, program, parent_program, depth, history, closed)
     verified = dict(verified or {})
@@ -168,9 +167,7 @@ def menu_state(runner, program, parent_program=None, depth: int = 0, history=(),
         ok.append(verified[c.step.key])
     timing_of = {k: r for k, r in (timed or {}).items() if r is not None}
     measured = [c for c, good in zip(q.shown, ok) if good and c.step.key not in timing_of]
-    t = opts.get("time") or {}          # the job's --rounds, --noise-floor, --confidence
-    records = timing_mod.compare_many(verifier, program, [c.program for c in measured], rounds=t["rounds"],
-                                      confidence=t["confidence"], noise_floor=t["noise_floor"]) if measured else []
+    records = runner.measurer.compare(program, [c.program for c in measured]) if measured else []
     timing_of.update({c.step.key: r for c, r in zip(measured, records)})
     entries = []
     for i, (c, good) in enumerate(zip(q.shown, ok)):

@@ -139,7 +139,7 @@ def train(dirs: list[str], out: str, *, target: str = "llvm", strategies: str = 
     """Train on the non-held-out rows of ``dirs``; write the booster to ``out`` and the
     metadata next to it (``model_paths``), each atomically. Returns the metadata."""
     from engine.leir.files import write_atomic
-    from dataset.timing import machine_key
+    from lowering.measure import machine_key
     rows, sources = timed_rows(dirs)
     rows = [r for r in rows if r["target"] == target]
     if not rows:

@@ -34,7 +34,7 @@ def run_id(program_json: dict, options_json: dict) -> str:
 
 
 def machine_of(target: str) -> dict:
-    from dataset.timing import machine_label
+    from lowering.measure import machine_label
     return machine_label(target)
 
 

@@ -455,7 +455,7 @@ class KernelSearch:
                           "measured": sum(1 for k in members if self.variants[k].status is not None)})
         whole = self.run.root.median_ms
         kernel_sum = sum(s["ms"] for s in slots) if all(s["ms"] for s in slots) else None
-        from dataset.timing import machine_label
+        from lowering.measure import machine_label
         self.stats = {
             "target": self.options.target, "machine": machine_label(self.options.target),
             "slots": slots, "original_ms": whole, "kernel_sum_ms": kernel_sum,

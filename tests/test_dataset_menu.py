@@ -125,13 +125,14 @@ def test_the_measured_sentence_is_rederived_from_the_timing_record(engine):
     from dataset import cot
     from dataset.benefit import measured_sentence
     from dataset.claims import check_trace
-    from dataset.timing import verdict_of
+    from lowering.measure import verdict_of
     p = tiny_program()
     s = _step_of(engine, p, "loop_parallelization")
     block = engine.strategy(s.strategy)
-    from dataset.timing import record_of
+    from lowering.measure.stats import Protocol, record_of
     rec = record_of([2.0, 2.1, 1.9, 2.0, 2.05, 2.02], [1.0, 1.05, 0.95, 1.0, 1.02, 1.01], target="llvm",
-                    machine={"cpu": "a cpu", "gpu": None, "cores": 2}, confidence=0.95, noise_floor=0.03, runs=1)
+                    machine={"cpu": "a cpu", "gpu": None, "cores": 2},
+                    protocol=Protocol(rounds=6, noise_floor=0.03), runs=1)
     assert verdict_of(rec) == "faster"
     text = cot.render(block, p, s.program, s) + measured_sentence(rec)
     lo, hi = rec["ci"]
