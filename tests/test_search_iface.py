@@ -80,7 +80,7 @@ def test_database_appends_tolerates_a_torn_line_and_keys_by_original_target_mach
     db = Database(str(path), machine=m)
     n = len(PROGRAM_FEATURES)
     feats = {"version": FEATURES_VERSION, "program_features": [0.5] * (2 * n), "path_strategies": ["a"],
-             "log_speedup": 0.3}
+             "log_speedup": 0.3, "label": "parent"}
     db.add_original("r1", "orig", "llvm", {"median_ms": 1.0})
     db.add_outcome("r1", "orig", "llvm", "p", {"key": "k1", "status": "accepted", "speedup": 1.35}, feats)
     db.add_outcome("r1", "orig", "llvm", "p", {"key": "k2", "status": "not equal"})
@@ -97,15 +97,17 @@ def test_database_appends_tolerates_a_torn_line_and_keys_by_original_target_mach
     assert again.baseline("orig", "llvm", "r1") == {"median_ms": 1.0}
     again.add_outcome("r1", "orig", "llvm", "p", {"key": "k4", "status": "accepted"})    # after the torn line
     assert set(Database(str(path), machine=m).outcomes("orig", "llvm")) == {"k1", "k2", "k4"}
-    # the cost model's rows: outcomes with features, plus an older --cost-db row
-    legacy = dict(feats, program="p", original="orig", key="k0", target="llvm")
+    # the cost model's rows: outcomes with features labelled over their parent; an older --cost-db
+    # row (labelled over the original, no label) is left out
+    legacy = {k: v for k, v in dict(feats, program="p", original="orig", key="k0", target="llvm").items()
+              if k != "label"}
     with open(path, "a") as f:
         f.write(json.dumps(legacy) + "\n")
     db3 = Database(str(path), machine=m)
-    assert [r.get("key") for r in db3.cost_rows()] == ["k1", "k0"]
-    assert [r.get("key") for r in db3.cost_rows(exclude_run="r1")] == ["k0"]
+    assert [r.get("key") for r in db3.cost_rows()] == ["k1"]
+    assert [r.get("key") for r in db3.cost_rows(exclude_run="r1")] == []
     model = CostModel(("a", "b"))
-    assert model.load(str(path)) == 2                 # CostModel.load reads the same file
+    assert model.load(str(path)) == 1                 # CostModel.load reads the same file
     assert model.rows[0][0][-2:] == [1.0, 0.0]
 
 

@@ -70,7 +70,7 @@ def _prepare(programs: list[dict], opts: dict):
         dev = device_for(opts["target"])
         for prog, built in progs:
             args, outs = arguments(prog, inputs, dev, built.scratch)
-            evals.append((built.executable.jit(), dev, (*args, *outs)))
+            evals.append((built.module, dev, (*args, *outs)))
     except LeirError as e:
         return None, {"reason": "execution failed", "failed": None, "message": e.message}
     return evals, None

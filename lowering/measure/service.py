@@ -56,15 +56,16 @@ class Measurer:
         from engine.leir.canonical import renaming_key
         return self.cache.get(self.key(renaming_key(parent), renaming_key(candidate)))
 
-    def compare(self, parent, candidates: list) -> list:
-        """One timing record per candidate (None for one that could not be built or run)."""
+    def compare(self, parent, candidates: list, reuse: bool = True) -> list:
+        """One timing record per candidate (None for one that could not be built or run);
+        ``reuse=False``: measure afresh even what the cache holds (a final confirmation)."""
         from engine.leir.canonical import renaming_key
         pkey = renaming_key(parent)
         keys = [renaming_key(c) for c in candidates]
         out: list = [None] * len(candidates)
         todo: dict[str, int] = {}               # candidate key -> first index to measure
         for i, k in enumerate(keys):
-            rec = self.cache.get(self.key(pkey, k))
+            rec = self.cache.get(self.key(pkey, k)) if reuse else None
             if rec is not None:
                 out[i] = rec
             elif k not in todo:
