@@ -3,7 +3,8 @@
     PYTHONPATH=. .venv/bin/python benchmarks/costmodel_data.py -o out/costdata [--budget 24] [--points 16384]
                                                                [--programs N] [--seed 0]
 
-Each corpus program that ``search.costtrain`` does not hold out (its name hash) is shrunk as
+Each corpus program that ``search.costtrain`` does not hold out (its name hash; ``--held-out``: each one it
+holds out, for the evaluation) is shrunk as
 ``dataset.generate --shrink`` does (to about ``--points`` iteration points) and searched with the
 ``random`` policy, greedy, composite moves on, ``--budget`` samples: every accepted sample is a move
 (one step or a composite move) timed against the node it was made at in paired rounds, at the root
@@ -34,6 +35,9 @@ def main(argv=None) -> int:
     ap.add_argument("--points", type=int, default=16384, help="shrink programs to about this many points")
     ap.add_argument("--programs", type=int, default=0, help="at most this many programs (0: all training ones)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--held-out", action="store_true",
+                    help="the programs the training holds out instead (rows to evaluate the model on: "
+                         "benchmarks/costmodel.py)")
     a = ap.parse_args(argv)
     from dataset.shrink import WIDE_GRANULARITIES, shrink_with_granularity, smallest_instance
     from engine import Engine
@@ -44,7 +48,7 @@ def main(argv=None) -> int:
     from search.database import Database, machine_of
     from search.run import run_search
     recs = [json.loads(x) for x in CORPUS.read_text().splitlines() if x.strip()]
-    train = [r for r in recs if not is_held_out(r["name"])]
+    train = [r for r in recs if is_held_out(r["name"]) == a.held_out]
     if a.programs:
         train = train[:a.programs]
     (a.out / "trajectories").mkdir(parents=True, exist_ok=True)
