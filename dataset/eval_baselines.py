@@ -13,6 +13,7 @@ answers (``dataset.eval_judge.judge_menu``).
 """
 from __future__ import annotations
 
+import json
 import random
 
 from .eval_judge import judge_menu
@@ -76,14 +77,17 @@ def cost_model_baseline(items: list[dict], target: str = "llvm", rules=None) -> 
         return {"unavailable": note}
     judged, unranked = [], 0
     for it in items:
-        if it.get("program") is None:
-            return {"unavailable": "the menu rows do not carry their state's program"}
+        if it.get("program") is None or any("step" not in e for e in it["menu"]):
+            return {"unavailable": "the menu rows do not carry their state's program and steps"}
         program = program_from_json(it["program"])
         base = program_features(program, target)
         xs, ok = [], []
         for e in it["menu"]:
+            step = dict(e["step"])
+            if isinstance(step.get("params"), str):         # JSON text in menu rows (one Parquet type)
+                step["params"] = json.loads(step["params"])
             try:
-                after = engine.apply(program, e["step"])
+                after = engine.apply(program, step)
             except (LeirError, KeyError):
                 ok.append(False)
                 xs.append(None)
