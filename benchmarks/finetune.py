@@ -19,7 +19,7 @@ Phases (each resumable: what is finished is a file under DIR and is skipped when
   to the menu numbers; the random and cost-model rows come with it).
 * ``search``: ``python -m search --algorithm greedy --budget B`` on ``--programs`` held-out programs
   (their shrunk instances, the menu rows' states): ``--policy llm`` with the tuned and the untuned
-  model, ``--policy random`` (seeds 0, 1, 2: the median), each with the same menu options.
+  model, ``--policy random`` (``--random-seeds``, default 0, 1, 2: the median), each with the same menu options.
 * ``table``: ``DIR/report.md`` and ``DIR/report.json``: the evaluation table and, per program, the
   confirmed speedups (each search's best re-timed against the original).
 """
@@ -44,7 +44,6 @@ sys.path.insert(0, str(ROOT))
 
 CORPUS = ROOT / "examples" / "corpus" / "programs.jsonl"
 CHUNK = 20
-RANDOM_SEEDS = (0, 1, 2)
 SHRINK_POINTS = 16384      # dataset.generate --shrink's default target
 MAX_POINTS = 4194304       # and the --max-points the data phase gives it
 TIE = 0.02                 # the timing noise floor (docs/dataset.md): within it, "matches"
@@ -243,33 +242,54 @@ def search_cmd(prog: Path, dest: Path, policy: str, seed: int, a, url=None, mode
     return cmd
 
 
+def finished(path: Path) -> bool:
+    """A trajectory the search completed (it writes checkpoints while it runs)."""
+    try:
+        return bool(json.loads(path.read_text()).get("complete"))
+    except (OSError, ValueError):
+        return False
+
+
+def run_all(cmds: list, log: Path, jobs: int) -> None:
+    """Commands ``jobs`` at a time (each a search of its own program)."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(jobs) as pool:
+        for f in [pool.submit(run, c, log) for c in cmds]:
+            f.result()
+
+
 def phase_search(a) -> None:
     out = Path(a.out) / "search"
     progs = heldout_programs(a)
+    todo = []
     for p in progs:
-        for seed in RANDOM_SEEDS:
+        for seed in a.random_seeds:
             dest = out / f"{p.stem}-random-{seed}.json"
-            if not dest.exists():
-                run(search_cmd(p, dest, "random", seed, a), out / "search.log")
+            if not finished(dest):
+                dest.unlink(missing_ok=True)
+                todo.append(search_cmd(p, dest, "random", seed, a))
+    run_all(todo, out / "search.log", a.jobs)
     for name, gguf in models(a).items():
         if name not in a.models:
             continue
-        todo = [p for p in progs if not (out / f"{p.stem}-{name}.json").exists()]
+        todo = [p for p in progs if not finished(out / f"{p.stem}-{name}.json")]
         if not todo:
             continue
+        for p in todo:
+            (out / f"{p.stem}-{name}.json").unlink(missing_ok=True)
         with llama_server(gguf, ALIAS[name], Path(a.out) / f"server-{name}.log", a.threads) as url:
-            for p in todo:
-                run(search_cmd(p, out / f"{p.stem}-{name}.json", "llm", 0, a, url, ALIAS[name]), out / "search.log")
+            run_all([search_cmd(p, out / f"{p.stem}-{name}.json", "llm", 0, a, url, ALIAS[name]) for p in todo],
+                    out / "search.log", a.jobs)
 
 
 # ------------------------------------------------------------------ table
 
 
 def _best(path: Path):
-    if not path.exists():
+    """The confirmed speedup of a finished search's best program (1.0: nothing beat the original)."""
+    if not finished(path):
         return None
-    t = json.loads(path.read_text())
-    return (t.get("summary") or {}).get("best", t.get("best", {})).get("speedup")
+    return json.loads(path.read_text())["best"]["speedup"]
 
 
 def phase_table(a) -> None:
@@ -288,12 +308,12 @@ def phase_table(a) -> None:
     report["training"] = json.loads(summary.read_text()) if summary.exists() else None
     per = []
     for p in heldout_programs(a):
-        rnd = [s for s in (_best(out / "search" / f"{p.stem}-random-{seed}.json") for seed in RANDOM_SEEDS)
+        rnd = [s for s in (_best(out / "search" / f"{p.stem}-random-{seed}.json") for seed in a.random_seeds)
                if s is not None]
-        row = {"program": p.stem, "random (median of 3 seeds)": statistics.median(rnd) if rnd else None,
+        row = {"program": p.stem, "random": statistics.median(rnd) if rnd else None,
                "untuned": _best(out / "search" / f"{p.stem}-untuned.json"),
                "tuned": _best(out / "search" / f"{p.stem}-tuned.json")}
-        t, r = row["tuned"], row["random (median of 3 seeds)"]
+        t, r = row["tuned"], row["random"]
         row["tuned matches or beats random"] = None if t is None or r is None else t >= r / (1 + TIE)
         per.append(row)
     report["search"] = per
@@ -309,9 +329,10 @@ def phase_table(a) -> None:
         lines += ["## Menu rows of held-out programs", "", comparison_table(rows), ""]
     if per:
         lines += [f"## Search, greedy, budget {a.budget} (confirmed speedup of the best program)", "",
-                  "| program | random (median of 3 seeds) | untuned | tuned | tuned >= random |", "|---|---|---|---|---|"]
+                  f"| program | random (median of seeds {', '.join(map(str, a.random_seeds))}) | untuned | tuned | "
+                  "tuned >= random |", "|---|---|---|---|---|"]
         for r in per:
-            cells = [r["random (median of 3 seeds)"], r["untuned"], r["tuned"]]
+            cells = [r["random"], r["untuned"], r["tuned"]]
             lines.append(f"| {r['program']} | " + " | ".join("-" if c is None else f"{c:.3f}x" for c in cells) +
                          f" | {'-' if r['tuned matches or beats random'] is None else r['tuned matches or beats random']} |")
         wins = sum(1 for r in per if r["tuned matches or beats random"])
@@ -339,10 +360,13 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--budget", type=int, default=16)
     ap.add_argument("--programs", type=int, default=6)
+    ap.add_argument("--jobs", type=int, default=1, help="search phase: searches run at once")
+    ap.add_argument("--random-seeds", default="0,1,2", help="search phase: seeds of --policy random (the median)")
     ap.add_argument("--models", default="untuned,tuned", help="search phase: the models searched with (comma list; "
                                                               "'' for random alone)")
     a = ap.parse_args(argv)
     a.models = [m for m in a.models.split(",") if m]
+    a.random_seeds = [int(x) for x in a.random_seeds.split(",") if x]
     for name, fn in PHASES.items():
         if a.phase in (name, "all"):
             fn(a)

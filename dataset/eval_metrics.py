@@ -140,4 +140,5 @@ def menu_metrics(results: list[dict]) -> dict:
             "mean_regret": round(sum(regrets) / len(regrets), 6) if regrets else None,
             "regret_interval": mean_interval(regrets),
             "regret_answers": len(regrets), "unmeasured_choices": len(valid) - len(regrets),
+            "out_of_form": sum(1 for r in results if r.get("in_form") is False),
             "statuses": dict(sorted(Counter(r["status"] for r in results).items()))}

@@ -74,7 +74,8 @@ def markdown(results: dict) -> str:
     if m:
         lines += ["", "## Menu prompts", "", comparison_table({job["model"]: m, **(m.get("baselines") or {})}),
                   "", f"Agreement with the label: {_pct(m['label_agreement'])}; choices of an entry without a "
-                  f"measured speedup: {m['unmeasured_choices']}; constraint: {job.get('constraint_kept') or '-'}. "
+                  f"measured speedup: {m['unmeasured_choices']}; constraint: {job.get('constraint_kept') or '-'} "
+                  f"({m.get('out_of_form', 0)} answer(s) outside it: the server did not enforce it). "
                   "Rates with Wilson 95% intervals, mean regret (best / chosen speedup) with a bootstrap 95% "
                   "interval; random: expectations with the 2.5%-97.5% range of seeded random choosers."]
     if results.get("unfinished"):

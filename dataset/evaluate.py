@@ -148,10 +148,11 @@ def negotiate(client, item: dict, opts: dict):
             return form, neg.state() | {"kept": form.name}
         res = ask(client, item, dict(opts, attempts=1), form)
         err = res["error"]
-        if err is not None and not (err.get("validation")):
+        if err is not None and not err.get("validation"):       # a server fault, not a refusal: nothing learnt
             if err["type"] == "APIConnectionError":
                 raise LeirError(f"cannot reach the endpoint: {err['message'][:120]} (is the server running?)")
-            return form, neg.state() | {"kept": form.name}        # a server fault, not a refusal: keep it
+            raise LeirError(f"the endpoint failed on the first menu prompt ({err['type']}: {err['message'][:160]}); "
+                            "run the same command again")
         if err is not None:
             neg.note(form, "rejected", None, f"HTTP {err.get('status')}: {err.get('message')}")
         elif not in_menu_form(form, res["texts"][0], numbers, 1):
@@ -161,13 +162,17 @@ def negotiate(client, item: dict, opts: dict):
             return form, neg.state()
 
 
-def judge(item: dict, answers: dict, single_judge) -> dict:
+def judge(item: dict, answers: dict, single_judge, form=None) -> dict:
     from engine.leir.files import program_from_json
 
     from .eval_judge import judge_menu
     base = {"kind": item["kind"], "id": item["id"], "usage": answers["usage"]}
     if item["kind"] == "menu":
-        return base | judge_menu(answers["texts"][0], item)
+        from search.constraint import in_menu_form
+        text = answers["texts"][0]
+        # an answer outside the form the server was asked in: it did not enforce the constraint
+        in_form = form is None or in_menu_form(form, text, list(range(1, len(item["menu"]) + 1)), 1)
+        return base | judge_menu(text, item) | {"in_form": in_form}
     original = program_from_json(item["program"])
     return base | {"strategy": item["strategy"], "category": item["category"], "bucket": item["bucket"],
                    "attempts": [single_judge.judge(t, original) for t in answers["texts"]]}
@@ -276,7 +281,7 @@ def run(a, items: list[dict]) -> int:
                           file=sys.stderr)
                 else:
                     answered = True
-                    journal.commit(tid, judge(item, answers, single_judge))
+                    journal.commit(tid, judge(item, answers, single_judge, form))
                 bar.advance(unanswered=unfinished)
                 feed()
     finally:

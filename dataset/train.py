@@ -288,10 +288,15 @@ def _stage(name: str, a, job: dict, out: Path, model, tokenizer, rows: list, sum
     peft_config = None
     if a.method == "lora":
         from peft import LoraConfig
+        import torch
         n = model.config.num_hidden_layers
         layers = list(range(max(0, n - a.lora_layers), n)) if a.lora_layers else None
+        # every linear layer but the output head ("all-linear"), by name: peft takes a layer subset only so
+        linear = sorted({k.split(".")[-1] for k, mod in model.named_modules()
+                         if isinstance(mod, torch.nn.Linear) and not k.endswith("lm_head")})
         peft_config = LoraConfig(r=a.lora_r, lora_alpha=a.lora_alpha, lora_dropout=a.lora_dropout,
-                                 target_modules="all-linear", task_type="CAUSAL_LM", layers_to_transform=layers)
+                                 target_modules=linear if layers else "all-linear", task_type="CAUSAL_LM",
+                                 layers_to_transform=layers)
     data = datasets.Dataset.from_list([{k: v for k, v in r.items() if k != "id"} for r in rows])
     progress = Progress(name)
     if dpo:

@@ -72,6 +72,10 @@ def load(base: Base):
         model = AutoModelForCausalLM.from_pretrained(str(base.folder), dtype=torch.float32, **kw)
     except (OSError, ValueError) as e:
         raise LeirError(f"cannot load the base model: {str(e)[:300]}", file=base.label) from None
+    if getattr(model, "hf_quantizer", None) is not None and base.gguf:
+        # a GGUF's weights are dequantised to plain float32 tensors when loaded; the marker that remains
+        # would make the Trainer refuse them as quantised, and save_pretrained write a quantisation config
+        model.hf_quantizer.remove_quantization_config(model)
     if not tokenizer.chat_template:
         raise LeirError("the base model's tokenizer has no chat template (the menu rows are chats)", file=base.label)
     if tokenizer.pad_token_id is None:

@@ -138,6 +138,7 @@ def test_single_and_menu_metrics_on_known_answers(steps, tmp_path, capsys):
                  "agreement_interval": wilson(1, 5), "agreement_of_valid": 0.333333,
                  "label_agreement": 0.2, "mean_regret": 2.5, "regret_interval": mean_interval([1.0, 4.0]),
                  "regret_answers": 2, "unmeasured_choices": 1,
+                 "out_of_form": 3,           # '{"choices": [1]}', "9" and prose are not a choice of 1-4
                  "statuses": {"not on menu": 1, "ok": 3, "parse failed": 1}}
     # random choice on the same menus: 1/4 agree (4.0 of 1, 2, 4, unverified); regrets 4, 2, 1 over 3/4
     assert baselines["random"]["agreement"] == 0.25 and baselines["random"]["mean_regret"] == round(7 / 3, 6)
