@@ -42,6 +42,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--model", required=True, help="model name as the server knows it")
     ap.add_argument("-o", "--output", help="results folder (default DATASET/eval-MODEL; resumable)")
     ap.add_argument("--split", default="test", help="test (default), train or all")
+    ap.add_argument("--kind", choices=("all", "single", "menu"), default="all",
+                    help="which prompts: single-step, menu, or all (default) that the dataset has")
     ap.add_argument("--attempts", type=int, default=1, help="answers per single-step prompt: pass@1 and pass@k "
                                                             "(default 1, as the paper's Table 2)")
     ap.add_argument("--concurrency", type=int, default=4, help="requests in flight (default 4)")
@@ -98,7 +100,7 @@ def request_seed(seed: int, item: dict, round_: int) -> int:
 
 def options_of(a) -> dict:
     temperature = a.temperature if a.temperature is not None else (0.0 if a.attempts == 1 else 0.7)
-    return {"model": a.model, "split": a.split, "attempts": a.attempts, "temperature": temperature,
+    return {"model": a.model, "split": a.split, "kind": a.kind, "attempts": a.attempts, "temperature": temperature,
             "max_tokens": a.max_tokens, "seed": a.seed, "system_prompt": a.system_prompt, "trials": a.trials,
             "target": a.target, "tolerance": a.tolerance, "constraint": a.constraint}
 
@@ -209,11 +211,12 @@ def _main(argv) -> int:
     if a.retries < 0 or a.timeout <= 0 or a.llm_timeout <= 0:
         raise LeirError("--retries must be at least 0 and timeouts positive")
     from .eval_items import load_items
-    items = load_items(a.dataset, a.split, a.system_prompt)
+    items = [it for it in load_items(a.dataset, a.split, a.system_prompt) if a.kind in ("all", it["kind"])]
     if a.limit is not None:
         items = items[:a.limit]
     if not items:
-        raise LeirError(f"no prompts in split '{a.split}' of this dataset", file=a.dataset)
+        raise LeirError(f"no {'' if a.kind == 'all' else a.kind + ' '}prompts in split '{a.split}' of this dataset",
+                        file=a.dataset)
     return run(a, items)
 
 
