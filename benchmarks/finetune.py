@@ -199,7 +199,8 @@ def phase_eval(a) -> None:
             continue
         with llama_server(gguf, ALIAS[name], out / f"server-{name}.log", a.threads) as url:
             run(["-m", "dataset.evaluate", test, "--split", "all", "--kind", "menu", "--endpoint", url,
-                 "--model", ALIAS[name], "--max-tokens", "8", "--concurrency", "1", "--llm-timeout", "600", "-o", dest, "--no-plot"],
+                 "--model", ALIAS[name], "--max-tokens", "8", "--concurrency", "1", "--llm-timeout", "600", "-o", dest,
+                 "--no-plot"],
                 out / f"eval-{name}.log")
 
 

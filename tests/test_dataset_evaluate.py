@@ -230,7 +230,7 @@ def test_menu_constraint_is_negotiated_like_the_search_does(steps, tmp_path):
     (prose comes back) is asked with llama.cpp's grammar, which it follows: every menu prompt
     then goes out with the grammar of its own numbers; the negotiation is in the journal, so a
     second run asks nothing again and keeps the form."""
-    ds = make_dataset(tmp_path / "ds", steps, [], ["m0", "m1", "m2"])
+    ds = make_dataset(tmp_path / "ds", steps, ["good"], ["m0", "m1", "m2"])     # --kind menu: the single one is not asked
 
     def respond(body):
         if "structured_outputs" in body:
@@ -240,16 +240,16 @@ def test_menu_constraint_is_negotiated_like_the_search_does(steps, tmp_path):
         return ("text", "3")
     with FakeLLM(responder=respond) as srv:
         assert evaluate(ds, "--endpoint", srv.url, "--model", "fake", "-o", tmp_path / "ev", "--no-plot",
-                        "--no-baselines") == 0
+                        "--no-baselines", "--kind", "menu") == 0
         bodies = [r["body"] for r in srv.requests]
         res = json.loads((tmp_path / "ev" / "results.json").read_text())
         assert res["job"]["constraint_kept"] == "grammar" and "baselines" not in res["menu"]
         assert [("structured_outputs" in b, "regex" in b, "grammar" in b) for b in bodies[:3]] == \
             [(True, False, False), (False, True, False), (False, False, True)]
         assert all(b["grammar"] == 'root ::= "1" | "2" | "3" | "4"' for b in bodies[3:]) and len(bodies) == 3 + 3
-        assert res["menu"]["valid"] == 3 and res["menu"]["agreement"] == 1.0
+        assert res["menu"]["valid"] == 3 and res["menu"]["agreement"] == 1.0 and res["single"] is None
         asked = len(srv.requests)
         assert evaluate(ds, "--endpoint", srv.url, "--model", "fake", "-o", tmp_path / "ev", "--no-plot",
-                        "--no-baselines") == 0
+                        "--no-baselines", "--kind", "menu") == 0
         assert len(srv.requests) == asked
     assert json.loads((tmp_path / "ev" / "results.json").read_text()) == res

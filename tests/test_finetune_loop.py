@@ -33,7 +33,7 @@ TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
-def run_module(*args, timeout=900, env=None):
+def run_module(*args, timeout=1800, env=None):
     e = dict(os.environ, PYTHONPATH=str(ROOT), **OFFLINE, **(env or {}))
     return subprocess.run([sys.executable, "-m", *map(str, args)], cwd=ROOT, env=e, capture_output=True, text=True,
                           timeout=timeout)
