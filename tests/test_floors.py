@@ -13,14 +13,6 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOORS = ("engine", "lowering", "search", "dataset")          # from the ground up
 ABOVE_ALL = ("benchmarks", "tests")
 
-# Known upward imports, each (importing file, imported module). The search's measurement still
-# lives in dataset/timing.py: the lead's measurement module under lowering/ takes it over (issue 26);
-# remove these three lines then (the test below fails on an exception no longer used).
-EXCEPTIONS = {
-    ("search/costtrain.py", "dataset.timing"),
-    ("search/database.py", "dataset.timing"),
-    ("search/kernel_search.py", "dataset.timing"),
-}
 
 
 def _module_name(path: Path) -> str:
@@ -56,21 +48,18 @@ def imports_of(path: Path, modules=()) -> list[tuple[int, str]]:
     return out
 
 
-def floor_violations(sources: dict[str, Path]) -> tuple[list[str], set]:
+def floor_violations(sources: dict[str, Path]) -> list[str]:
     """``file:line: FLOOR imports MODULE`` for each import of a higher floor (or of benchmarks or
-    tests), and the exceptions that were used."""
-    bad, used = [], set()
+    tests)."""
+    bad = []
     for name, path in sources.items():
         own = FLOORS.index(name.split(".")[0])
         rel = path.relative_to(ROOT).as_posix()
         for line, mod in imports_of(path):
             top = mod.split(".")[0]
             if top in ABOVE_ALL or (top in FLOORS and FLOORS.index(top) > own):
-                if (rel, mod) in EXCEPTIONS:
-                    used.add((rel, mod))
-                    continue
                 bad.append(f"{rel}:{line}: {FLOORS[own]} imports {mod}")
-    return bad, used
+    return bad
 
 
 def import_cycles(sources: dict[str, Path]) -> list[list[str]]:
@@ -124,9 +113,7 @@ def sources() -> dict[str, Path]:
 
 
 def test_no_package_imports_a_floor_above_its_own(sources):
-    bad, used = floor_violations(sources)
-    assert bad == []
-    assert used == EXCEPTIONS, f"exceptions no longer needed, remove them: {sorted(EXCEPTIONS - used)}"
+    assert floor_violations(sources) == []
 
 
 def test_no_import_cycles(sources):
@@ -146,6 +133,5 @@ def test_the_checks_can_fail(tmp_path, monkeypatch):
     (tmp_path / "dataset" / "b.py").write_text("from search import x\nfrom tests import conftest\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     src = _sources()
-    bad, _ = floor_violations(src)
-    assert sorted(bad) == ["dataset/b.py:2: dataset imports tests", "engine/a.py:4: engine imports lowering"]
+    assert sorted(floor_violations(src)) == ["dataset/b.py:2: dataset imports tests", "engine/a.py:4: engine imports lowering"]
     assert import_cycles(src) == [["lowering.run", "lowering.verifier"]]
