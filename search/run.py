@@ -402,8 +402,9 @@ class Run:
             write_trajectory(self.out, self.record(final))
 
     def record(self, final: bool = False) -> dict:
+        from .algorithms import params
         from .trajectory import build_record
-        return build_record(self, final)
+        return build_record(self, final, params(self.options))
 
     def close(self) -> None:
         self.evaluator.close()

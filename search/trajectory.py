@@ -39,8 +39,9 @@ def _node(n) -> dict:
             "visits": n.visits, "reached_by": n.reached_by.to_json() if n.reached_by is not None else None}
 
 
-def build_record(run, final: bool) -> dict:
-    from .algorithms import params
+def build_record(run, final: bool, parameters: dict) -> dict:
+    """The trajectory of ``run``; ``parameters``: its algorithm's (``search.algorithms.params``),
+    handed in so that reading and writing trajectories needs nothing of the algorithms."""
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     for c in run.calls:
         for k in usage:
@@ -52,7 +53,7 @@ def build_record(run, final: bool) -> dict:
         "format": FORMAT, "version": VERSION, "complete": bool(final),
         "program": run.program.to_json(),
         "options": run.options.to_json(),
-        "algorithm_parameters": params(run.options),
+        "algorithm_parameters": parameters,
         "strategies": list(run.engine.strategies),
         "rules": run.engine.rule_manifest,
         "original": run.evaluator.baseline,
