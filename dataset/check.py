@@ -11,7 +11,7 @@
   the filter's decision (easy rates, medium cap, at least two items, no duplicate answer sets),
   whole program types in one split;
 * every timing (``--time``): speedup, interval and verdict re-derived from the recorded paired
-  samples (``dataset.timing.verdict_of``), the job's rounds, floor and confidence, one machine
+  samples (``lowering.measure.stats.verdict_of``), the job's rounds, floor and confidence, one machine
   and target for the whole dataset; preference pairs only of a faster row and a slower or tied one;
 * every menu row (``dataset.check_menu``): its prompt asked again with the search's own function,
   each entry's verdict re-derived from its timing samples and its reason checked like a trace, the
