@@ -78,8 +78,12 @@ def main(argv=None) -> int:
         print("error: --rounds must be at least 1", file=sys.stderr)
         return 2
     from lowering.measure.machine import machine_label
-    res = compare(other, args.set or ["graph_operator", "all"], args.rounds, str(Path(args.corpus).resolve()),
-                  progress=lambda m: print(m, file=sys.stderr))
+    try:
+        res = compare(other, args.set or ["graph_operator", "all"], args.rounds, str(Path(args.corpus).resolve()),
+                      progress=lambda m: print(m, file=sys.stderr))
+    except ValueError as e:        # too few pairs for an interval: a corpus of few programs, few rounds
+        print(f"error: {e}: raise --rounds or use a larger --corpus", file=sys.stderr)
+        return 2
     record = {"other": other.name, "rounds": args.rounds, "machine": machine_label("llvm"),
               "load_average": [round(x, 2) for x in os.getloadavg()], "sets": res}
     if args.json:
