@@ -53,10 +53,41 @@ def set_build_cache_size(n: int) -> None:
         _CACHE.popitem(last=False)
 
 
+MCPU_ENV = "LEIR_LLVM_MCPU"
+_HOST: dict = {}
+
+
+def llvm_cpu() -> str:
+    """The CPU llvm builds are compiled for: ``$LEIR_LLVM_MCPU`` when set, else LLVM's name of
+    this machine's CPU (``rocketlake``, ``znver3``, ...), else ``generic``. A plain ``llvm``
+    target is generic x86-64 (SSE2: 4 float lanes, no FMA), whose code runs several times slower
+    than what the CPU can run; programs are timed on the machine that builds them."""
+    if "cpu" not in _HOST:
+        import os
+
+        import tvm
+        want = os.environ.get(MCPU_ENV, "").strip()
+        if want:
+            if not tvm.target.codegen.llvm_is_valid_cpu(want, tvm.target.codegen.llvm_get_system_triple()):
+                raise LoweringError(f"{MCPU_ENV}={want!r} is not a CPU LLVM knows for this machine")
+            _HOST["cpu"] = want
+        else:
+            got = str(tvm.target.codegen.llvm_get_system_cpu() or "generic")
+            _HOST["cpu"] = got if got else "generic"
+    return _HOST["cpu"]
+
+
+def llvm_target():
+    """The TVM target of an llvm build: this machine's CPU (``llvm_cpu``)."""
+    import tvm
+    cpu = llvm_cpu()
+    return tvm.target.Target("llvm" if cpu == "generic" else {"kind": "llvm", "mcpu": cpu})
+
+
 def _tvm_target(target: str, arch: str):
     if target == "cuda":
         return cuda_target(arch)
-    return "llvm"
+    return llvm_target()
 
 
 def compile_tir(f, target: str, arch: str = "sm_90"):

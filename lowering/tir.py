@@ -143,13 +143,32 @@ def _private_dim(var: str, refs: list[Ref], taken: set[int] = frozenset()) -> Op
 
 
 def _independent(var: str, items) -> bool:
-    """Iterations of loop ``var`` over ``items`` touch disjoint elements of everything written."""
+    """Iterations of loop ``var`` over ``items`` touch disjoint elements of everything written:
+    every access to a written tensor indexes it by ``var`` alone in one fixed dimension, or
+    every access uses one and the same index, an entry of which is affine in ``var`` with a
+    nonzero coefficient (``D_{tx*4+d, a*16+f}`` after a tile: each iteration of ``f`` reads and
+    writes its own element)."""
     acc = list(_accesses(items))
     written = dict.fromkeys(r.name for r, w in acc if w)
     for name in written:
-        if _private_dim(var, [r for r, _ in acc if r.name == name]) is None:
+        rs = [r for r, _ in acc if r.name == name]
+        if _private_dim(var, rs) is None and not _owned_by_one_index(var, rs):
             return False
     return True
+
+
+def _owned_by_one_index(var: str, refs_: list[Ref]) -> bool:
+    """All ``refs_`` share one index tuple and one of its entries determines ``var`` (the
+    others held fixed)."""
+    from engine.leir.affine import radix_vars
+    index = refs_[0].index
+    if any(r.index != index for r in refs_):
+        return False
+    for entry in index:
+        names = {n.name for n in walk(entry) if isinstance(n, Var)}
+        if var in names and var in radix_vars(entry, dict.fromkeys(names, 2), among={var}):
+            return True
+    return False
 
 
 def _plain_entry(e) -> bool:

@@ -413,13 +413,15 @@ SPLIT_SUM = P("L^{2}_{f=0}B^{4}_{tx=0}L^{8}_{c=0}[D^{f32,g}_{f*4+tx}=D^{f32,g}_{
 SPLIT_SUM_TIR = '''@T.prim_func(s_tir=True)
 def main(A: T.Buffer((8, 8), "float32"), D: T.Buffer((8,), "float32")):
     T.func_attr({"tir.noalias": True})
-    for f, tx, c in T.grid(2, 4, 8):
-        with T.sblock("D"):
-            v_f, v_tx, v_c = T.axis.remap("SSR", [f, tx, c])
-            v_f_4_tx = T.axis.spatial(8, f * 4 + tx)
-            with T.init():
-                D[v_f_4_tx] = T.float32(0)
-            D[v_f_4_tx] = D[v_f_4_tx] + A[v_f_4_tx, v_c]
+    for f in range(2):
+        for tx in T.parallel(4):
+            for c in range(8):
+                with T.sblock("D"):
+                    v_f, v_tx, v_c = T.axis.remap("SSR", [f, tx, c])
+                    v_f_4_tx = T.axis.spatial(8, f * 4 + tx)
+                    with T.init():
+                        D[v_f_4_tx] = T.float32(0)
+                    D[v_f_4_tx] = D[v_f_4_tx] + A[v_f_4_tx, v_c]
 '''
 HALVES = P("B^{2}_{tx=0}L^{3}_{c=0}L^{8}_{a=0}[X^{f32,g}_{tx,a//2}=max(X^{f32,g}_{tx,a//2},A^{f32,g}_{tx,c,a});];"
            "B^{2}_{tx=0}L^{4}_{a=0}[C^{f32,g}_{tx,a}=X^{f32,g}_{tx,a};];",
@@ -534,3 +536,42 @@ def test_tvm_error_summary_names_the_cause():
                   " --> <str>:1:1\n   |  \n 1 |  @T.prim_func(s_tir=True)\n   |   ")
     assert first_line(e) == "ValueError: Invalid use of undefined variable v_b at <root>.functions"
     assert first_line(Exception("error: something\n |")) == "error: something"
+
+
+def test_tiled_loops_vectorise_and_parallelise_when_each_iteration_owns_its_element():
+    # after a tile D_{tx*4+d, a*16+f}: f owns its element through the affine entry a*16+f
+    p = P("B^{2}_{tx=0}L^{2}_{a=0}L^{8}_{c=0}U^{4}_{d=0}V^{16}_{f=0}"
+          "[D^{f32,g}_{tx*4+d,a*16+f}=D^{f32,g}_{tx*4+d,a*16+f}+A^{f32,g}_{tx*4+d,c}*C^{f32,g}_{c,a*16+f};];",
+          {"A": (F, (8, 8)), "C": (F, (8, 32))}, {"D": (F, (8, 32))})
+    text = lower_to_tvmscript(p)
+    assert "for tx in T.parallel(2):" in text and "for d in T.unroll(4):" in text
+    assert "for f in T.vectorized(16):" in text
+    # a read of the written tensor at another element keeps the loop serial
+    q = P("B^{2}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a};];"
+          "B^{2}_{tx=0}L^{2}_{a=0}V^{4}_{f=0}[D^{f32,g}_{tx,a*4+f}=D^{f32,g}_{tx,a*4+f}+D^{f32,g}_{tx,a};];",
+          {"A": (F, (2, 8))}, {"D": (F, (2, 8))})
+    assert "T.vectorized" not in lower_to_tvmscript(q)
+
+
+def test_exec_tiled_vectorised_matmul(tvm):
+    p = P("B^{2}_{tx=0}L^{2}_{a=0}L^{8}_{c=0}U^{4}_{d=0}V^{16}_{f=0}"
+          "[D^{f32,g}_{tx*4+d,a*16+f}=D^{f32,g}_{tx*4+d,a*16+f}+A^{f32,g}_{tx*4+d,c}*C^{f32,g}_{c,a*16+f};];",
+          {"A": (F, (8, 8)), "C": (F, (8, 32))}, {"D": (F, (8, 32))})
+    a = _rng().standard_normal((8, 8), dtype=np.float32)
+    c = _rng().standard_normal((8, 32), dtype=np.float32)
+    np.testing.assert_allclose(run(p, {"A": a, "C": c})["D"], a @ c, rtol=1e-5, atol=1e-5)
+
+
+def test_llvm_builds_for_this_machines_cpu(monkeypatch):
+    import lowering.run as lr
+    monkeypatch.setattr(lr, "_HOST", {})
+    monkeypatch.delenv(lr.MCPU_ENV, raising=False)
+    import tvm
+    assert lr.llvm_cpu() == str(tvm.target.codegen.llvm_get_system_cpu())
+    monkeypatch.setattr(lr, "_HOST", {})
+    monkeypatch.setenv(lr.MCPU_ENV, "no-such-cpu")
+    with pytest.raises(LoweringError, match="LEIR_LLVM_MCPU"):
+        lr.llvm_cpu()
+    monkeypatch.setattr(lr, "_HOST", {})
+    monkeypatch.setenv(lr.MCPU_ENV, "generic")
+    assert str(lr.llvm_target().kind.name) == "llvm" and "mcpu" not in str(lr.llvm_target())
