@@ -82,6 +82,7 @@ from .cudacc import compile_offline, cuda_target
 from .errors import LoweringError
 from .kernels import binding_tag, combiner, plan_cuda, reduction_axes
 from .narrow import COMPUTE, HALF, accumulators, compute_type, self_reads
+from .vecmath import VARS, exp_f32
 from .types import WEAK_FLOAT, WEAK_INT, concrete, is_float, is_int, promote, real_type
 
 TARGETS = ("llvm", "cuda")
@@ -409,7 +410,8 @@ class _ExprLowerer:
     computed in ``compute_type`` of their types (half precision in float32, ``lowering.narrow``)."""
 
     def __init__(self, buffers, out_dtype: str, elided: dict[str, tuple[int, ...]], axes=None,
-                 storage: Optional[_Storage] = None, writes: Optional[str] = None):
+                 storage: Optional[_Storage] = None, writes: Optional[str] = None, let_vars=None):
+        self.let_vars = let_vars  # () -> fresh names of vecmath.VARS (llvm: exp as vector arithmetic)
         self.buffers = buffers
         self.out = compute_type(out_dtype)
         self.elided = elided
@@ -515,6 +517,8 @@ class _ExprLowerer:
             return (parts[0], _CMP) if len(parts) == 1 else (" and ".join(parts), _AND)
         if isinstance(e, Call):
             f = e.func
+            if f == "exp" and t == "float32" and self.let_vars is not None:
+                return exp_f32(self.value(e.args[0], t, ctx), self.let_vars()), _ATOM
             if f in ("exp", "log", "sqrt", "erf", "abs"):
                 return f"T.{f}({self.value(e.args[0], t, ctx)})", _ATOM
             if f in ("max", "min"):
@@ -584,6 +588,7 @@ class _Lowerer:
         self.vectorize = vectorize
         self.info = prog.info
         self.lines: list[str] = []
+        self.let_decls: list[str] = []
         self.block_names: dict[str, int] = {}
         self.eq_infos = list(self.info.equations)
         self.eq_pos = 0
@@ -598,6 +603,13 @@ class _Lowerer:
             alias[name] = _fresh(f"acc_{name}", taken)
         self.storage = _Storage(acc, alias)
         self.composite_inits = self._plan_composite_inits()
+
+    def _let_vars(self) -> tuple:
+        """Fresh function-level variables for one inlined ``exp`` (``lowering.vecmath``)."""
+        k = len(self.let_decls) // len(VARS)
+        names = tuple(f"_e{k}{tag}" for tag, _ in VARS)
+        self.let_decls += [f"{n} = T.{dtype}()" for n, (_, dtype) in zip(names, VARS)]
+        return names
 
     def emit(self, depth: int, text: str):
         self.lines.append(INDENT * depth + text)
@@ -618,8 +630,10 @@ class _Lowerer:
         self.emit(0, "@T.prim_func(s_tir=True)")
         self.emit(0, f"def main({', '.join(params)}):")
         self.emit(1, 'T.func_attr({"tir.noalias": True})')
+        declared_at = len(self.lines)
         for i, nest in enumerate(self.prog.body):
             self.statement(i, nest)
+        self.lines[declared_at:declared_at] = [INDENT + d for d in self.let_decls]
         if self.eq_pos != len(self.eq_infos):
             raise LoweringError("internal: equation count differs from the program analysis")
         for d in self.prog.outputs:
@@ -905,7 +919,8 @@ class _Lowerer:
             axes = self._spatial_axes(depth, ei, {block_var(v) for v in vars_})
         declared = tvm_dtype(self.info.buffers[name].dtype)
         stored = self.dtype_of(name)
-        ex = _ExprLowerer(self.info.buffers, declared, self.elided, axes, self.storage, name)
+        lets = self._let_vars if self.target == "llvm" else None
+        ex = _ExprLowerer(self.info.buffers, declared, self.elided, axes, self.storage, name, lets)
         lhs = ex.load(eq.lhs)
         init = None if mode == "pre" else ei.eq.init
         if init is not None:

@@ -164,10 +164,9 @@ def tune_target():
     and searched programs are compiled for the same instructions; ``num-cores`` as our timings."""
     import tvm
 
-    from lowering.run import llvm_cpu
-    t = {"kind": "llvm", "num-cores": 2}
-    if llvm_cpu() != "generic":
-        t["mcpu"] = llvm_cpu()
+    from lowering.run import llvm_target
+    t = dict(llvm_target().export())
+    t.update({"kind": "llvm", "num-cores": 2})
     return tvm.target.Target(t)
 
 

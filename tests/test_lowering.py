@@ -575,3 +575,41 @@ def test_llvm_builds_for_this_machines_cpu(monkeypatch):
     monkeypatch.setattr(lr, "_HOST", {})
     monkeypatch.setenv(lr.MCPU_ENV, "generic")
     assert str(lr.llvm_target().kind.name) == "llvm" and "mcpu" not in str(lr.llvm_target())
+
+
+EXP_VEC = P("B^{2}_{tx=0}L^{256}_{b=0}V^{16}_{a=0}[C^{f32,g}_{tx,b*16+a}=exp(A^{f32,g}_{tx,b*16+a});];",
+            {"A": (F, (2, 4096))}, {"C": (F, (2, 4096))}, "exp_vec")
+
+
+def _exp_inputs():
+    rng = _rng()
+    special = [-np.inf, np.inf, np.nan, 0.0, -0.0, 88.72283935546875, 88.72283172607421875, -104.0,
+               -103.97, -87.3, 1e-30, -1e-30, 87.0, -87.0, 0.5, -0.5]
+    a = np.concatenate([special, rng.uniform(-110, 90, 2000), rng.uniform(-1, 1, 2000),
+                        rng.standard_normal(8192 - 4000 - len(special)) * 10])
+    return a.astype(np.float32).reshape(2, 4096)
+
+
+def test_exp_is_vector_arithmetic_on_llvm_and_plain_exp_on_cuda():
+    text = lower_to_tvmscript(EXP_VEC)
+    assert "T.exp(" not in text and "T.reinterpret" in text and "for a in T.vectorized(16):" in text
+    assert "_e0a = T.float32()" in text
+    assert "T.exp(" in lower_to_tvmscript(EXP_VEC, "cuda")
+
+
+def test_exec_exp_within_one_ulp_special_values_exact_and_vector_equals_scalar(tvm):
+    a = _exp_inputs()
+    got = run(EXP_VEC, {"A": a})["C"]
+    serial = P(EXP_VEC.to_leir().replace("V^{16}", "L^{16}"), {"A": (F, (2, 4096))}, {"C": (F, (2, 4096))})
+    assert "T.vectorized" not in lower_to_tvmscript(serial)
+    assert np.array_equal(got.view(np.uint32), run(serial, {"A": a})["C"].view(np.uint32))
+    with np.errstate(over="ignore"):
+        ref = np.exp(a.astype(np.float64))
+        ref32 = ref.astype(np.float32)
+    normal = np.isfinite(ref32) & (np.abs(ref32) >= np.finfo(np.float32).tiny)
+    ulp = np.abs(got[normal].astype(np.float64) - ref[normal]) / np.spacing(ref32[normal])
+    assert ulp.max() <= 1.0
+    sub = np.isfinite(ref32) & ~normal & (ref32 != 0)
+    assert sub.sum() > 10 and np.abs(got[sub].astype(np.float64) - ref[sub]).max() <= 2 * 2.0 ** -149
+    special = ~normal & ~sub            # inf, 0 and NaN exactly
+    assert np.array_equal(got[special], ref32[special], equal_nan=True)
