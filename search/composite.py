@@ -22,7 +22,7 @@ from engine.leir.diagnostics import LeirError
 
 BUILTIN = Path(__file__).with_name("composites.toml")
 LOOP_PARAMS = ("loop", "outer", "inner")     # step parameters that name a loop (when their value is a name)
-SITES = ("same", "any")
+SITES = ("same", "next", "any")
 RELATIONS = ("outermost", "innermost", "spatial", "reduction", "created", "moved")
 REFERRING = ("created", "moved")              # relations that name an earlier step (":N")
 
@@ -105,7 +105,7 @@ def _composite(entry, where: str, known) -> Composite:
     unknown = sorted(set(entry) - {"name", "description", "step"})
     need(not unknown, f"unknown key {unknown[0] if unknown else ''!r}")
     steps = entry.get("step")
-    need(isinstance(steps, list) and len(steps) >= 2, "needs at least two [[composite.step]] entries")
+    need(isinstance(steps, list) and len(steps) >= 1, "needs at least one [[composite.step]] entry")
     specs = tuple(_step(s, f"{where} step {j}", j, known) for j, s in enumerate(steps, 1))
     return Composite(name, desc.strip(), specs)
 
@@ -225,11 +225,19 @@ def _allows(c: Constraint, value, nest, chosen) -> bool:
     return all(_holds(r, value, nest, chosen) for r in c.relations)
 
 
+def _site_after(site, how: str) -> tuple:
+    """The site a step constrained by ``how`` rewrites after a step at ``site``: the same nest,
+    or the top-level statement after it (where a step that inserts a statement before its site,
+    a layout copy or a vectorised reduction's partials, leaves the rest of its work)."""
+    site = tuple(site)
+    return site if how == "same" else (site[0] + 1,) + site[1:]
+
+
 def matches(spec: StepSpec, step, program, chosen: tuple) -> bool:
     """Whether an enumerated ``step`` of ``program`` is what ``spec`` asks for after ``chosen``."""
     if step.strategy != spec.strategy:
         return False
-    if chosen and spec.site == "same" and tuple(step.site) != tuple(chosen[-1].site):
+    if chosen and spec.site != "any" and tuple(step.site) != _site_after(chosen[-1].site, spec.site):
         return False
     nest = nest_at(program, step.site)
     return all(_allows(c, step.params.get(name), nest, chosen) for name, c in spec.params)
