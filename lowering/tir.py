@@ -605,7 +605,7 @@ class _Lowerer:
         self.composite_inits = self._plan_composite_inits()
 
     def _let_vars(self) -> tuple:
-        """Fresh function-level variables for one inlined ``exp`` (``lowering.vecmath``)."""
+        """Fresh variables for one inlined ``exp`` (``lowering.vecmath``), declared in its block."""
         k = len(self.let_decls) // len(VARS)
         names = tuple(f"_e{k}{tag}" for tag, _ in VARS)
         self.let_decls += [f"{n} = T.{dtype}()" for n, (_, dtype) in zip(names, VARS)]
@@ -630,10 +630,8 @@ class _Lowerer:
         self.emit(0, "@T.prim_func(s_tir=True)")
         self.emit(0, f"def main({', '.join(params)}):")
         self.emit(1, 'T.func_attr({"tir.noalias": True})')
-        declared_at = len(self.lines)
         for i, nest in enumerate(self.prog.body):
             self.statement(i, nest)
-        self.lines[declared_at:declared_at] = [INDENT + d for d in self.let_decls]
         if self.eq_pos != len(self.eq_infos):
             raise LoweringError("internal: equation count differs from the program analysis")
         for d in self.prog.outputs:
@@ -922,11 +920,15 @@ class _Lowerer:
         lets = self._let_vars if self.target == "llvm" else None
         ex = _ExprLowerer(self.info.buffers, declared, self.elided, axes, self.storage, name, lets)
         lhs = ex.load(eq.lhs)
+        first = len(self.let_decls)
+        value = self._stored_value(ex, ei, lhs, declared, stored)
+        for d in self.let_decls[first:]:      # the variables of the block's inlined exps
+            self.emit(depth, d)
         init = None if mode == "pre" else ei.eq.init
         if init is not None:
             self.emit(depth, "with T.init():")
             self.emit(depth + 1, f"{lhs} = {init_value(init, stored)}")
-        self.emit(depth, f"{lhs} = {self._stored_value(ex, ei, lhs, declared, stored)}")
+        self.emit(depth, f"{lhs} = {value}")
 
     def _stored_value(self, ex, ei, lhs: str, declared: str, stored: str) -> str:
         """The right-hand side as stored: computed in the compute type, rounded once to the
