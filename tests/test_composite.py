@@ -305,3 +305,65 @@ def test_a_composite_move_becomes_a_node_and_a_rollout_that_replay(engine, tmp_p
         assert engine.replay(prog, end.steps)[-1].to_leir() == end.leir
     finally:
         run.close()
+
+
+# ---------------------------------------------------------------------------- the CPU composites (issue 27)
+
+CPU = ["register_blocking", "reduction_vectorization", "layout_transformation", "loop_unrolling"]
+
+
+@pytest.fixture(scope="module")
+def cpu_engine():
+    from engine import Engine
+    return Engine(strategies=CPU)
+
+
+def _cpu_instances(cpu_engine, name, program):
+    from search.composite import Enumerations, instances, load_table
+    table = {c.name: c for c in load_table(None, [s.name for s in cpu_engine.rulebook.strategies])}
+    return instances(table[name], program, Enumerations(cpu_engine))
+
+
+def test_register_block_is_a_priority_move_of_one_step(cpu_engine, matmul):
+    got = _cpu_instances(cpu_engine, "register-block", matmul)
+    assert got and all(len(i.steps) == 1 and i.steps[0].strategy == "register_blocking" for i in got)
+    assert {(i.steps[0].params["row_block"], i.steps[0].params["col_block"]) for i in got} <= \
+        {(4, 16), (4, 32), (8, 16), (8, 32)}
+
+
+def test_pack_register_block_tiles_the_statement_after_the_copy(cpu_engine, verifier):
+    from engine.leir.files import program_from_json
+    from rulekit import prog
+    from search.composite import replays
+    gemm = prog("B^{8}_{tx=0}L^{32}_{a=0}L^{16}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*F^{f32,g}_{a,c};];",
+                {"A": (8, 16), "F": (32, 16)}, {"D": (8, 32)})
+    got = _cpu_instances(cpu_engine, "pack-register-block", gemm)
+    assert got
+    for inst in got:
+        lt, rb = inst.steps
+        assert lt.strategy == "layout_transformation" and rb.strategy == "register_blocking"
+        assert list(rb.site) == [lt.site[0] + 1]          # site = "next": the statement after the copy
+        assert replays(cpu_engine, gemm, inst.steps)
+    # the weight transposed, then the tile's columns read it contiguously
+    f = [i for i in got if i.steps[0].params["tensor"] == "F"]
+    assert f and "L^{32}_{a=0}L^{16}_{c=0}[C^{f32,g}_{c,a}=F^{f32,g}_{a,c};]" in f[0].program.to_leir()
+    v = verifier.verify(gemm, program_from_json(f[0].program.to_json()), "exact")
+    assert v.equal, v.message
+
+
+def test_vectorise_reduction_unrolls_the_lane_combine(cpu_engine, verifier):
+    from engine.leir.files import load_program
+    from search.composite import replays
+    softmax = load_program(EXAMPLES / "softmax.leir")
+    got = _cpu_instances(cpu_engine, "vectorise-reduction", softmax)
+    assert got
+    for inst in got:
+        rv, un = inst.steps
+        assert rv.strategy == "reduction_vectorization" and rv.params["lanes"] in (16, 32)
+        assert un.strategy == "loop_unrolling" and un.params["loop"] == rv.params["loop"]
+        assert list(un.site) == [rv.site[0] + 1]
+        assert replays(cpu_engine, softmax, inst.steps)
+    first = got[0].program.to_leir()
+    assert "V^{16}_{a=0}" in first and "U^{16}_{a=0}" in first
+    v = verifier.verify(softmax, got[0].program, "exact")   # the max is bitwise
+    assert v.equal, v.message
