@@ -248,11 +248,14 @@ def matches(spec: StepSpec, step, program, chosen: tuple) -> bool:
 @dataclass(frozen=True)
 class Limits:
     """Bounds of the walk: instances kept per composite, steps followed per level (spread over
-    the matching ones), and enumerations (one strategy of one program) per composite and program."""
+    the matching ones), enumerations (one strategy of one program) per composite and program, and
+    per program over the whole table, composites in table order (a walk that fails only at its
+    last step, a parallel loop in a nest that already has one, spends its whole share)."""
 
     instances: int = 6
     width: int = 3
     enumerations: int = 40
+    table_enumerations: int = 80
 
 
 @dataclass(frozen=True)
@@ -306,11 +309,14 @@ def spread(items: list, width: int) -> list:
     return [items[i] for i in idx]
 
 
-def instances(composite: Composite, program, enums: Enumerations, limits: Limits = Limits()) -> list[Instance]:
+def instances(composite: Composite, program, enums: Enumerations, limits: Limits = Limits(),
+              shared: Optional[list] = None) -> list[Instance]:
     """The composite's instances at ``program``, in a stable order: a depth-first walk over the
-    enumerations of the intermediate programs, bounded by ``limits``."""
+    enumerations of the intermediate programs, bounded by ``limits`` (and by ``shared``, a
+    one-element list of enumerations left for the rest of a table, decremented)."""
     out: list[Instance] = []
     budget = [limits.enumerations]
+    shared = shared if shared is not None else [limits.enumerations]
 
     def visit(prog, chosen: tuple):
         if len(out) >= limits.instances:
@@ -319,9 +325,10 @@ def instances(composite: Composite, program, enums: Enumerations, limits: Limits
         if i == len(composite.steps):
             out.append(Instance(composite, chosen))
             return
-        if budget[0] <= 0:
+        if budget[0] <= 0 or shared[0] <= 0:
             return
         budget[0] -= 1
+        shared[0] -= 1
         spec = composite.steps[i]
         found = [s for s in enums.steps(prog, spec.strategy) if matches(spec, s, prog, chosen)]
         for s in spread(found, limits.width):
@@ -363,8 +370,9 @@ class CompositeMenu:
     def of(self, program) -> list[Instance]:
         t0 = time.perf_counter()
         out = []
+        shared = [self.limits.table_enumerations]
         for comp in self.table:
-            for inst in instances(comp, program, self.enums, self.limits):
+            for inst in instances(comp, program, self.enums, self.limits, shared):
                 if replays(self.engine, program, inst.steps):
                     out.append(inst)
                 else:

@@ -135,6 +135,18 @@ def test_instances_are_deterministic_and_bounded(engine, known, matmul, found):
     assert len(names) == len(set(names))
     starved = CompositeMenu(engine, load_table(None, known), Limits(enumerations=1))
     assert starved.of(matmul) == []          # one enumeration cannot reach the end of a composite
+    # the table-wide bound, spent in table order: exactly what the first composite's walk uses
+    # leaves the rest of the table nothing
+    from search.composite import Enumerations, instances
+    table = load_table(None, known)
+    k = next(j for j, c in enumerate(table) if any(i.composite.name == c.name for i in found))
+    left, enums = [10 ** 6], Enumerations(engine)
+    for comp in table[:k + 1]:
+        instances(comp, matmul, enums, Limits(), left)
+    capped = CompositeMenu(engine, table, Limits(table_enumerations=10 ** 6 - left[0])).of(matmul)
+    first = [i for i in found if i.composite.name == table[k].name]
+    assert first and [[s.key for s in i.steps] for i in capped] == [[s.key for s in i.steps] for i in first]
+    assert len(capped) < len(found)
 
 
 def test_tile_instance_verifies_equal_on_llvm(found, matmul):
