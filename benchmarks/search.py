@@ -317,7 +317,7 @@ def phase_torch(a, progs):
     import roofline
     import torch_eager
     from versus import in_process
-    from dataset.timing import machine_label
+    from lowering.measure import machine_label
     from engine.leir.files import write_atomic
     for name in a.workloads:           # our lowering and the torch functions agree
         if name in torch_eager.EXAMPLES:
