@@ -1,11 +1,14 @@
-"""Search against the tool users would otherwise pick (TVM MetaSchedule), on llvm.
+"""Search against the tools users would otherwise pick (TVM MetaSchedule, torch eager), on llvm.
 
     python benchmarks/search.py [--out DIR] [--phase search|tune|heldout|torch|table|all] [--algorithms ...]
                                 [--policies cost,measure,random] [--budget 64] [--early 16] [--tune-trials 64]
-                                [--heldout-algorithms greedy] [--ffi-path DIR]
+                                [--threads 1,2] [--heldout-algorithms greedy] [--ffi-path DIR]
 
 Phases (each resumable: finished pieces are files under DIR and are skipped when run again;
-run it in pieces on a small machine):
+run it in pieces on a small machine). ``--threads`` lists the thread counts compared: the
+searches and the comparison with torch run once per count (``DIR/threadsT/``), with TVM's pool of
+that size (``TVM_NUM_THREADS`` in the timing workers) and torch at the same count; MetaSchedule
+and the held-out programs run at the first count.
 
 * ``search``: every workload x algorithm x policy with ``--budget`` samples. The budget only
   stops a run (no algorithm or policy depends on it), so the best reached within the first
@@ -21,11 +24,19 @@ run it in pieces on a small machine):
   (programs no run above saw): ``--heldout-algorithms`` with every policy (the database the
   search phase wrote for ``cost``) at ``--early`` and ``--budget`` samples, random with 3 seeds;
   every best trajectory is replayed.
-* ``torch``: torch eager on the same CPU (``torch.set_num_threads`` = the cores our timings use):
-  a library workload's own model, a bundled example's function from ``benchmarks/torch_eager.py``
-  (checked against our lowering's output first).
+* ``torch``: per thread count, the machine's limits (``benchmarks/roofline.py``: library SGEMM
+  and a streaming copy, in and out of cache), then each workload's best program (the highest
+  confirmed speedup of its runs at that count, or at the first count when there are none there;
+  held-out: at ``--budget``) against torch eager, timed in
+  alternation in one process (``benchmarks/versus.py``): torch with preallocated outputs
+  (``out=``, where the workload has that form; the fair comparison for a function that writes
+  into the buffers it is given) and torch allocating its outputs. A library workload runs its own
+  model, a bundled example its function from ``benchmarks/torch_eager.py`` (checked against our
+  lowering's output first).
 * ``table``: markdown + JSON + a plot; samples-to-reach X per run (X = random's median best at the
-  same budget, X = MetaSchedule's best at ``--tune-trials``) and how far each best is from torch.
+  same budget, X = MetaSchedule's best at ``--tune-trials``), and per thread count the best
+  program's GFLOP/s (compute-bound) or effective GB/s (memory-bound) next to torch's and the
+  machine's measured limit, with the fraction of it each reaches.
 """
 from __future__ import annotations
 
@@ -140,24 +151,43 @@ def samples_to_reach(rec: dict, speedup: float):
     return None
 
 
-def phase_search(a, progs):
+def tdir(a, threads: int) -> Path:
+    """Where the runs and comparisons at one thread count live."""
+    return a.out / f"threads{threads}"
+
+
+def set_threads(threads: int) -> None:
+    """TVM's thread pool size for the worker processes started from now on (a pool is sized when
+    its process starts)."""
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+
+
+def engine_of_search():
     from engine import Engine
+    from search import SearchOptions
+    return Engine(strategies=SearchOptions().strategies)
+
+
+def phase_search(a, progs):
     from lowering import Verifier
-    engine = Engine(strategies="paper")
-    with Verifier("llvm", trials=3, timeout=300, repeat=7) as verifier:
-        for name in a.workloads:
-            for alg in a.algorithms:
-                for pol in a.policies:
-                    for seed in seeds(pol):
-                        path = run_path(a.out / "runs" / name, f"{alg}-{pol}", seed)
-                        rec = run_one(progs[name], alg, pol, a.budget, path, engine, verifier,
-                                      cost_db=str(a.out / "costdb.jsonl"), seed=seed)
-                        checked(rec, path)
+    engine = engine_of_search()
+    for t in a.threads:
+        set_threads(t)
+        with Verifier("llvm", trials=3, timeout=300, repeat=7) as verifier:
+            for name in a.workloads:
+                for alg in a.algorithms:
+                    for pol in a.policies:
+                        for seed in seeds(pol):
+                            path = run_path(tdir(a, t) / "runs" / name, f"{alg}-{pol}", seed)
+                            rec = run_one(progs[name], alg, pol, a.budget, path, engine, verifier,
+                                          cost_db=str(tdir(a, t) / "costdb.jsonl"), seed=seed)
+                            checked(rec, path)
 
 
-def load_runs(a, name):
+def load_runs(a, name, threads: int | None = None):
     out = []
-    for p in sorted((a.out / "runs" / name).glob("*.json")):
+    t = a.threads[0] if threads is None else threads
+    for p in sorted((tdir(a, t) / "runs" / name).glob("*.json")):
         if p.name.endswith(".check.json"):
             continue
         rec = json.loads(p.read_text())
@@ -201,7 +231,8 @@ def phase_tune(a, progs):
             continue
         jf = a.out / "tune" / f"{name}.jobs.json"
         jf.write_text(json.dumps(jobs))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (a.ffi_path, str(ROOT)) if p))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (a.ffi_path, str(ROOT)) if p),
+                   TVM_NUM_THREADS=str(a.threads[0]))
         log(f"{name}: MetaSchedule {', '.join(j['name'] for j in jobs)}")
         t0 = time.perf_counter()
         r = subprocess.run([sys.executable, "-m", "search.tune", str(jf), "--jobs"], cwd=ROOT, env=env,
@@ -238,10 +269,10 @@ def heldout_key(name, alg, pol, budget, seed) -> str:
 
 
 def phase_heldout(a):
-    from engine import Engine
     from engine.leir.files import write_atomic
     from lowering import Verifier
-    engine = Engine(strategies="paper")
+    engine = engine_of_search()
+    set_threads(a.threads[0])
     res_path = a.out / "heldout.json"
     results = json.loads(res_path.read_text()) if res_path.exists() else {}
     with Verifier("llvm", trials=3, timeout=300, repeat=7) as verifier:
@@ -259,6 +290,7 @@ def phase_heldout(a):
                                           cost_db=str(a.out / "costdb.jsonl"), seed=seed)
                             results[key] = {"program": name, "algorithm": alg, "policy": pol, "budget": budget,
                                             "seed": seed, "speedup": rec["best"]["speedup"],
+                                            "leir": rec["best"]["leir"],
                                             "search_speedup": rec["best"]["search_speedup"],
                                             "curve": rec["summary"]["curve"],
                                             "strategies": rec["best"]["strategies"], "check": checked(rec, path),
@@ -269,36 +301,67 @@ def phase_heldout(a):
 # ------------------------------------------------------------------------------------ torch
 
 
+def best_program(runs: list, original):
+    """The program of the run whose best has the highest confirmed speedup (None without runs)."""
+    from engine.leir.parser import parse_body
+    runs = [r for r in runs if r.get("best")]
+    if not runs:
+        return None
+    best = max(runs, key=lambda r: r["best"]["speedup"])
+    return original.with_body(parse_body(best["best"]["leir"]))
+
+
 def phase_torch(a, progs):
-    """Torch eager per workload (benchmark and held-out), with ``--threads`` torch threads."""
+    """Per thread count: the machine's limits, then every workload's best program against torch
+    (held-out programs at the first count)."""
+    import roofline
     import torch_eager
+    from versus import in_process
     from lowering.measure import machine_label
     from engine.leir.files import write_atomic
-    path = a.out / "torch.json"
-    done = json.loads(path.read_text()) if path.exists() else {}
-    todo = [(n, None) for n in a.workloads] + [(n, s) for n, s in HELDOUT]
-    for name, shapes in todo:
-        if name in done:
-            continue
-        row = {"threads": a.threads, "machine": machine_label("llvm")}
+    for name in a.workloads:           # our lowering and the torch functions agree
         if name in torch_eager.EXAMPLES:
-            row["check_rel_err"] = torch_eager.check_example(name, progs[name])
-            if row["check_rel_err"] > 1e-4:
-                raise RuntimeError(f"{name}: torch function differs from our lowering ({row['check_rel_err']:.2e})")
-            fn, args = torch_eager.example_call(name, progs[name])
-        else:
-            fn, args = torch_eager.library_call(*((name, shapes) if shapes else GEMM_ACT))
-        row["torch_ms"] = torch_eager.time_ms(fn, args, a.threads)
-        # one thread too: on a loaded machine torch's thread pool waits for a descheduled worker
-        # (a time slice, milliseconds), which this figure does not
-        row["torch_ms_1_thread"] = torch_eager.time_ms(fn, args, 1)
-        done[name] = row
-        log(f"{name}: torch eager {row['torch_ms']:.4f} ms ({a.threads} threads)")
-        write_atomic(path, json.dumps(done, indent=1))
+            err = torch_eager.check_example(name, progs[name])
+            if err > 1e-4:
+                raise RuntimeError(f"{name}: torch function differs from our lowering ({err:.2e})")
+    held = json.loads((a.out / "heldout.json").read_text()) if (a.out / "heldout.json").exists() else {}
+    for t in a.threads:
+        path = tdir(a, t) / "torch.json"
+        done = json.loads(path.read_text()) if path.exists() else {}
+        if "machine" not in done:
+            done["machine"] = {**machine_label("llvm"), **roofline.calibrate(t)}
+            log(f"{t} thread(s): SGEMM {done['machine']['sgemm_gflops']:.1f} GFLOP/s, copy "
+                f"{done['machine']['copy_gbs_cache']:.1f} GB/s in cache, {done['machine']['copy_gbs_stream']:.1f} GB/s "
+                "streaming")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, json.dumps(done, indent=1))
+        # a count without runs of its own takes the best program searched at the first count
+        todo = [(n, None, best_program(load_runs(a, n, t) or load_runs(a, n, a.threads[0]), progs[n]))
+                for n in a.workloads]
+        if t == a.threads[0]:
+            for name, shapes in HELDOUT:
+                runs = [{"best": {"speedup": d["speedup"], "leir": d["leir"]}} for d in held.values()
+                        if d["program"] == name and d["budget"] == a.budget and d.get("leir")]
+                prog = library_program(name, shapes)
+                todo.append((name, shapes, best_program(runs, prog) or prog))
+        for name, shapes, prog in todo:
+            if name in done or prog is None:
+                continue
+            lib = GEMM_ACT if name == "gemm_relu" else (name, shapes) if shapes else None
+            job = {"workload": lib[0] if lib else name, "shapes": lib[1] if lib else None, "threads": t,
+                   "program": prog.to_json()}
+            row = in_process(job)
+            row.update(work=roofline.work(progs[name] if name in progs else library_program(name, shapes)),
+                       searched_at=t if name not in progs or load_runs(a, name, t) else a.threads[0])
+            done[name] = row
+            log(f"{name} at {t} thread(s): ours {row['ours']['median_ms']:.4f} ms, torch "
+                + (f"{row['torch']['median_ms']:.4f} ms preallocated, " if "torch" in row else "")
+                + f"{row['torch_alloc']['median_ms']:.4f} ms allocating")
+            write_atomic(path, json.dumps(done, indent=1))
 
 
-def load_torch(a) -> dict:
-    p = a.out / "torch.json"
+def load_torch(a, threads: int | None = None) -> dict:
+    p = tdir(a, a.threads[0] if threads is None else threads) / "torch.json"
     return json.loads(p.read_text()) if p.exists() else {}
 
 
@@ -344,10 +407,50 @@ def method_rows(a, runs, x_ms, torch_ms) -> list[dict]:
     return rows
 
 
+def torch_ms_of(row: dict | None) -> float | None:
+    """Torch's figure of a comparison row: preallocated outputs where the workload has that form,
+    else allocating."""
+    if not row:
+        return None
+    return (row.get("torch") or row.get("torch_alloc") or {}).get("median_ms")
+
+
+def versus_rows(a) -> list[dict]:
+    """Per thread count and workload: our best program, torch (preallocated, allocating) and the
+    machine's limit, each as a time, a rate (GFLOP/s or GB/s) and a fraction of the limit."""
+    import roofline
+    rows = []
+    for t in a.threads:
+        done = load_torch(a, t)
+        peak = done.get("machine")
+        for name, row in done.items():
+            if name == "machine":
+                continue
+            ours = row["ours"]["median_ms"]
+            pre = (row.get("torch") or {}).get("median_ms")
+            alloc = row["torch_alloc"]["median_ms"]
+            f_ours = roofline.figure(ours, row["work"], peak)
+            f_torch = roofline.figure(pre or alloc, row["work"], peak)
+            limit = None
+            if peak:
+                limit = (peak["sgemm_gflops"] if f_ours["bound"] == "compute" else
+                         peak["copy_gbs_cache"] if row["work"]["bytes"] <= 2 * roofline.L2_BYTES
+                         else peak["copy_gbs_stream"])
+            rows.append({"workload": name, "threads": t, "searched_at": row.get("searched_at", t),
+                         "bound": f_ours["bound"], "unit": f_ours["unit"],
+                         "ours_ms": ours, "ours_rate": f_ours["rate"], "ours_of_peak": f_ours["of_peak"],
+                         "torch_ms": pre, "torch_alloc_ms": alloc, "torch_rate": f_torch["rate"],
+                         "torch_of_peak": f_torch["of_peak"], "peak": limit,
+                         "x_torch": ours / pre if pre else None, "x_torch_alloc": ours / alloc,
+                         "held_out": name not in a.workloads})
+    return rows
+
+
 def phase_table(a, progs):
     from engine.leir.files import write_atomic
     rows, summary = [], {}
     torch = load_torch(a)
+    torch = {n: {"torch_ms": torch_ms_of(r)} for n, r in torch.items() if n != "machine"}
     ms_name = f"ms{a.tune_trials}"
     rt_name = f"rewrite+ms{a.tune_trials}"
     for name in a.workloads:
@@ -371,7 +474,7 @@ def phase_table(a, progs):
                              "x_torch": best_ms / torch_ms if best_ms and torch_ms else None,
                              "samples": d.get("measured"), "ok": d.get("ok"), "reason": d.get("reason")})
         if torch_ms:
-            rows.append({"workload": name, "method": f"torch eager ({torch[name]['threads']} threads)",
+            rows.append({"workload": name, "method": f"torch eager ({a.threads[0]} threads)",
                          "best_ms": torch_ms, "x_torch": 1.0})
         best_ours = max((r[f"confirmed@{a.budget}"] for r in ours if r[f"confirmed@{a.budget}"]), default=None)
         reach = [r["reach_ms"] for r in ours if r["reach_ms"] is not None]
@@ -404,9 +507,17 @@ def phase_table(a, progs):
                "best at the same budget, torch eager", ""]
         md += _md(["program", "budget", "method", "seeds", "speedup", "reach_random", "within_budget", "replayed",
                    "best_ms", "torch_ms", "x_torch"], held_rows)
+    vs = versus_rows(a)
+    if vs:
+        md += ["", "The best program of each workload against torch eager and the machine, timed in alternation "
+               "(medians; torch with preallocated outputs where it has them; rate: GFLOP/s when compute-bound, "
+               "else GB/s of the minimal traffic; of_peak: the fraction of the measured SGEMM or copy rate)", ""]
+        md += _md(["workload", "threads", "searched_at", "bound", "unit", "ours_ms", "ours_rate", "ours_of_peak", "torch_ms",
+                   "torch_alloc_ms", "torch_rate", "torch_of_peak", "peak", "x_torch", "x_torch_alloc"], vs)
     text = "\n".join(md) + "\n"
     write_atomic(a.out / "table.md", text)
-    write_atomic(a.out / "table.json", json.dumps({"rows": rows, "summary": summary, "heldout": held_rows}, indent=1))
+    write_atomic(a.out / "table.json", json.dumps({"rows": rows, "summary": summary, "heldout": held_rows,
+                                                   "versus": vs}, indent=1))
     plot(a, rows)
     print(text)
 
@@ -476,6 +587,7 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
+    from engine.leir.diagnostics import LeirError
     from search.algorithms import ALGORITHMS as KNOWN_ALGORITHMS
     from search.policies import POLICIES as KNOWN_POLICIES
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -488,8 +600,9 @@ def _main(argv) -> int:
     ap.add_argument("--early", type=int, default=16)
     ap.add_argument("--tune-trials", type=int, default=64, help="MetaSchedule trials (tune-alone and rewrite+tune)")
     ap.add_argument("--heldout-algorithms", default="greedy")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                    help="torch threads for the torch eager column (the cores our timings use)")
+    ap.add_argument("--threads", default="1,2",
+                    help="thread counts compared (TVM's pool and torch's): searches and comparisons run at each, "
+                         "MetaSchedule and the held-out programs at the first")
     ap.add_argument("--ffi-path", default=os.environ.get("LEIR_TVM_FFI_PATH", ""),
                     help="a directory holding apache-tvm-ffi 0.1.14.post1, put first on the tuning subprocess's path "
                          "(when the environment has 0.1.15, which crashes MetaSchedule)")
@@ -499,6 +612,12 @@ def _main(argv) -> int:
     a.algorithms = a.algorithms.split(",")
     a.policies = a.policies.split(",")
     a.heldout_algorithms = a.heldout_algorithms.split(",")
+    try:
+        a.threads = [int(t) for t in a.threads.split(",")]
+    except ValueError:
+        a.threads = []
+    if not a.threads or any(t < 1 for t in a.threads):
+        raise LeirError(f"--threads: expected a comma list of positive counts, got {ap.parse_args(argv).threads!r}")
     check_names("algorithm", a.algorithms + a.heldout_algorithms, KNOWN_ALGORITHMS)
     check_names("policy", a.policies, KNOWN_POLICIES)
     a.out.mkdir(parents=True, exist_ok=True)

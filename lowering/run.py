@@ -60,10 +60,52 @@ def set_build_cache_size(n: int) -> None:
         _CACHE.popitem(last=False)
 
 
+MCPU_ENV = "LEIR_LLVM_MCPU"
+_HOST: dict = {}
+
+
+def llvm_cpu() -> str:
+    """The CPU llvm builds are compiled for: ``$LEIR_LLVM_MCPU`` when set, else LLVM's name of
+    this machine's CPU (``rocketlake``, ``znver3``, ...), else ``generic``. A plain ``llvm``
+    target is generic x86-64 (SSE2: 4 float lanes, no FMA), whose code runs several times slower
+    than what the CPU can run; programs are timed on the machine that builds them."""
+    if "cpu" not in _HOST:
+        import os
+
+        import tvm
+        want = os.environ.get(MCPU_ENV, "").strip()
+        if want:
+            if not tvm.target.codegen.llvm_is_valid_cpu(want, tvm.target.codegen.llvm_get_system_triple()):
+                raise LoweringError(f"{MCPU_ENV}={want!r} is not a CPU LLVM knows for this machine")
+            _HOST["cpu"] = want
+        else:
+            got = str(tvm.target.codegen.llvm_get_system_cpu() or "generic")
+            _HOST["cpu"] = got if got else "generic"
+    return _HOST["cpu"]
+
+
+def llvm_target():
+    """The TVM target of an llvm build: this machine's CPU (``llvm_cpu``). On a CPU with AVX-512
+    LLVM's tuning for most of them prefers 256-bit vectors and splits every wider vector a V loop
+    asks for; that preference is turned off (``-prefer-256-bit``), so a 16-lane loop of floats
+    runs in one 512-bit register, as in the vendor's libraries."""
+    if "target" not in _HOST:
+        import tvm
+        cpu = llvm_cpu()
+        if cpu == "generic":
+            _HOST["target"] = tvm.target.Target("llvm")
+        else:
+            t = {"kind": "llvm", "mcpu": cpu}
+            if "avx512f" in tvm.target.codegen.llvm_get_cpu_features(tvm.target.Target(t)):
+                t["mattr"] = ["-prefer-256-bit"]
+            _HOST["target"] = tvm.target.Target(t)
+    return _HOST["target"]
+
+
 def _tvm_target(target: str, arch: str):
     if target == "cuda":
         return cuda_target(arch)
-    return "llvm"
+    return llvm_target()
 
 
 def compile_tir(f, target: str, arch: str = "sm_90"):

@@ -82,6 +82,7 @@ from .cudacc import compile_offline, cuda_target
 from .errors import LoweringError
 from .kernels import binding_tag, combiner, plan_cuda, reduction_axes
 from .narrow import COMPUTE, HALF, accumulators, compute_type, self_reads
+from .vecmath import VARS, exp_f32
 from .types import WEAK_FLOAT, WEAK_INT, concrete, is_float, is_int, promote, real_type
 
 TARGETS = ("llvm", "cuda")
@@ -143,13 +144,32 @@ def _private_dim(var: str, refs: list[Ref], taken: set[int] = frozenset()) -> Op
 
 
 def _independent(var: str, items) -> bool:
-    """Iterations of loop ``var`` over ``items`` touch disjoint elements of everything written."""
+    """Iterations of loop ``var`` over ``items`` touch disjoint elements of everything written:
+    every access to a written tensor indexes it by ``var`` alone in one fixed dimension, or
+    every access uses one and the same index, an entry of which is affine in ``var`` with a
+    nonzero coefficient (``D_{tx*4+d, a*16+f}`` after a tile: each iteration of ``f`` reads and
+    writes its own element)."""
     acc = list(_accesses(items))
     written = dict.fromkeys(r.name for r, w in acc if w)
     for name in written:
-        if _private_dim(var, [r for r, _ in acc if r.name == name]) is None:
+        rs = [r for r, _ in acc if r.name == name]
+        if _private_dim(var, rs) is None and not _owned_by_one_index(var, rs):
             return False
     return True
+
+
+def _owned_by_one_index(var: str, refs_: list[Ref]) -> bool:
+    """All ``refs_`` share one index tuple and one of its entries determines ``var`` (the
+    others held fixed)."""
+    from engine.leir.affine import radix_vars
+    index = refs_[0].index
+    if any(r.index != index for r in refs_):
+        return False
+    for entry in index:
+        names = {n.name for n in walk(entry) if isinstance(n, Var)}
+        if var in names and var in radix_vars(entry, dict.fromkeys(names, 2), among={var}):
+            return True
+    return False
 
 
 def _plain_entry(e) -> bool:
@@ -390,7 +410,8 @@ class _ExprLowerer:
     computed in ``compute_type`` of their types (half precision in float32, ``lowering.narrow``)."""
 
     def __init__(self, buffers, out_dtype: str, elided: dict[str, tuple[int, ...]], axes=None,
-                 storage: Optional[_Storage] = None, writes: Optional[str] = None):
+                 storage: Optional[_Storage] = None, writes: Optional[str] = None, let_vars=None):
+        self.let_vars = let_vars  # () -> fresh names of vecmath.VARS (llvm: exp as vector arithmetic)
         self.buffers = buffers
         self.out = compute_type(out_dtype)
         self.elided = elided
@@ -496,6 +517,8 @@ class _ExprLowerer:
             return (parts[0], _CMP) if len(parts) == 1 else (" and ".join(parts), _AND)
         if isinstance(e, Call):
             f = e.func
+            if f == "exp" and t == "float32" and self.let_vars is not None:
+                return exp_f32(self.value(e.args[0], t, ctx), self.let_vars()), _ATOM
             if f in ("exp", "log", "sqrt", "erf", "abs"):
                 return f"T.{f}({self.value(e.args[0], t, ctx)})", _ATOM
             if f in ("max", "min"):
@@ -565,6 +588,7 @@ class _Lowerer:
         self.vectorize = vectorize
         self.info = prog.info
         self.lines: list[str] = []
+        self.let_decls: list[str] = []
         self.block_names: dict[str, int] = {}
         self.eq_infos = list(self.info.equations)
         self.eq_pos = 0
@@ -579,6 +603,13 @@ class _Lowerer:
             alias[name] = _fresh(f"acc_{name}", taken)
         self.storage = _Storage(acc, alias)
         self.composite_inits = self._plan_composite_inits()
+
+    def _let_vars(self) -> tuple:
+        """Fresh variables for one inlined ``exp`` (``lowering.vecmath``), declared in its block."""
+        k = len(self.let_decls) // len(VARS)
+        names = tuple(f"_e{k}{tag}" for tag, _ in VARS)
+        self.let_decls += [f"{n} = T.{dtype}()" for n, (_, dtype) in zip(names, VARS)]
+        return names
 
     def emit(self, depth: int, text: str):
         self.lines.append(INDENT * depth + text)
@@ -886,13 +917,18 @@ class _Lowerer:
             axes = self._spatial_axes(depth, ei, {block_var(v) for v in vars_})
         declared = tvm_dtype(self.info.buffers[name].dtype)
         stored = self.dtype_of(name)
-        ex = _ExprLowerer(self.info.buffers, declared, self.elided, axes, self.storage, name)
+        lets = self._let_vars if self.target == "llvm" else None
+        ex = _ExprLowerer(self.info.buffers, declared, self.elided, axes, self.storage, name, lets)
         lhs = ex.load(eq.lhs)
+        first = len(self.let_decls)
+        value = self._stored_value(ex, ei, lhs, declared, stored)
+        for d in self.let_decls[first:]:      # the variables of the block's inlined exps
+            self.emit(depth, d)
         init = None if mode == "pre" else ei.eq.init
         if init is not None:
             self.emit(depth, "with T.init():")
             self.emit(depth + 1, f"{lhs} = {init_value(init, stored)}")
-        self.emit(depth, f"{lhs} = {self._stored_value(ex, ei, lhs, declared, stored)}")
+        self.emit(depth, f"{lhs} = {value}")
 
     def _stored_value(self, ex, ei, lhs: str, declared: str, stored: str) -> str:
         """The right-hand side as stored: computed in the compute type, rounded once to the

@@ -22,7 +22,7 @@ from engine.leir.diagnostics import LeirError
 
 BUILTIN = Path(__file__).with_name("composites.toml")
 LOOP_PARAMS = ("loop", "outer", "inner")     # step parameters that name a loop (when their value is a name)
-SITES = ("same", "any")
+SITES = ("same", "next", "any")
 RELATIONS = ("outermost", "innermost", "spatial", "reduction", "created", "moved")
 REFERRING = ("created", "moved")              # relations that name an earlier step (":N")
 
@@ -105,7 +105,7 @@ def _composite(entry, where: str, known) -> Composite:
     unknown = sorted(set(entry) - {"name", "description", "step"})
     need(not unknown, f"unknown key {unknown[0] if unknown else ''!r}")
     steps = entry.get("step")
-    need(isinstance(steps, list) and len(steps) >= 2, "needs at least two [[composite.step]] entries")
+    need(isinstance(steps, list) and len(steps) >= 1, "needs at least one [[composite.step]] entry")
     specs = tuple(_step(s, f"{where} step {j}", j, known) for j, s in enumerate(steps, 1))
     return Composite(name, desc.strip(), specs)
 
@@ -225,11 +225,19 @@ def _allows(c: Constraint, value, nest, chosen) -> bool:
     return all(_holds(r, value, nest, chosen) for r in c.relations)
 
 
+def _site_after(site, how: str) -> tuple:
+    """The site a step constrained by ``how`` rewrites after a step at ``site``: the same nest,
+    or the top-level statement after it (where a step that inserts a statement before its site,
+    a layout copy or a vectorised reduction's partials, leaves the rest of its work)."""
+    site = tuple(site)
+    return site if how == "same" else (site[0] + 1,) + site[1:]
+
+
 def matches(spec: StepSpec, step, program, chosen: tuple) -> bool:
     """Whether an enumerated ``step`` of ``program`` is what ``spec`` asks for after ``chosen``."""
     if step.strategy != spec.strategy:
         return False
-    if chosen and spec.site == "same" and tuple(step.site) != tuple(chosen[-1].site):
+    if chosen and spec.site != "any" and tuple(step.site) != _site_after(chosen[-1].site, spec.site):
         return False
     nest = nest_at(program, step.site)
     return all(_allows(c, step.params.get(name), nest, chosen) for name, c in spec.params)
@@ -240,11 +248,14 @@ def matches(spec: StepSpec, step, program, chosen: tuple) -> bool:
 @dataclass(frozen=True)
 class Limits:
     """Bounds of the walk: instances kept per composite, steps followed per level (spread over
-    the matching ones), and enumerations (one strategy of one program) per composite and program."""
+    the matching ones), enumerations (one strategy of one program) per composite and program, and
+    per program over the whole table, composites in table order (a walk that fails only at its
+    last step, a parallel loop in a nest that already has one, spends its whole share)."""
 
     instances: int = 6
     width: int = 3
     enumerations: int = 40
+    table_enumerations: int = 80
 
 
 @dataclass(frozen=True)
@@ -298,11 +309,14 @@ def spread(items: list, width: int) -> list:
     return [items[i] for i in idx]
 
 
-def instances(composite: Composite, program, enums: Enumerations, limits: Limits = Limits()) -> list[Instance]:
+def instances(composite: Composite, program, enums: Enumerations, limits: Limits = Limits(),
+              shared: Optional[list] = None) -> list[Instance]:
     """The composite's instances at ``program``, in a stable order: a depth-first walk over the
-    enumerations of the intermediate programs, bounded by ``limits``."""
+    enumerations of the intermediate programs, bounded by ``limits`` (and by ``shared``, a
+    one-element list of enumerations left for the rest of a table, decremented)."""
     out: list[Instance] = []
     budget = [limits.enumerations]
+    shared = shared if shared is not None else [limits.enumerations]
 
     def visit(prog, chosen: tuple):
         if len(out) >= limits.instances:
@@ -311,9 +325,10 @@ def instances(composite: Composite, program, enums: Enumerations, limits: Limits
         if i == len(composite.steps):
             out.append(Instance(composite, chosen))
             return
-        if budget[0] <= 0:
+        if budget[0] <= 0 or shared[0] <= 0:
             return
         budget[0] -= 1
+        shared[0] -= 1
         spec = composite.steps[i]
         found = [s for s in enums.steps(prog, spec.strategy) if matches(spec, s, prog, chosen)]
         for s in spread(found, limits.width):
@@ -355,8 +370,9 @@ class CompositeMenu:
     def of(self, program) -> list[Instance]:
         t0 = time.perf_counter()
         out = []
+        shared = [self.limits.table_enumerations]
         for comp in self.table:
-            for inst in instances(comp, program, self.enums, self.limits):
+            for inst in instances(comp, program, self.enums, self.limits, shared):
                 if replays(self.engine, program, inst.steps):
                     out.append(inst)
                 else:

@@ -4,7 +4,9 @@
 with what other programs taught instead of at random.
 
 A prior is only usable with the features it was trained on: the metadata names the feature
-version and every feature column, and ``load`` refuses (with the reason) anything else.
+version and every feature column, and ``load`` refuses (with the reason) anything else, except
+that a run may use strategies the model never saw: their path counts are columns the model has
+no split on (it never saw them non-zero), so they are left out of what it is given.
 """
 from __future__ import annotations
 
@@ -32,12 +34,28 @@ def model_paths(target: str, directory: Path) -> tuple[Path, Path]:
 class Prior:
     booster: object          # xgboost.Booster
     meta: dict
-    names: list[str]
+    names: list[str]         # the model's feature columns
+    columns: Optional[list[int]] = None   # their positions in the run's feature matrix (None: the same)
 
     def margins(self, X) -> "object":
-        """Predicted log speedups (numpy array) for a feature matrix in ``names`` order."""
+        """Predicted log speedups (numpy array) for a feature matrix in the run's column order."""
+        import numpy as np
         import xgboost as xgb
+        if self.columns is not None:
+            X = np.asarray(X)[:, self.columns]
         return self.booster.predict(xgb.DMatrix(X, feature_names=self.names))
+
+
+def unseen_strategies(meta: dict, strategies: tuple[str, ...]) -> Optional[list[str]]:
+    """The run's strategies the model has no path column for, when that is the only difference
+    between its feature layout and the run's (None otherwise)."""
+    want, have = feature_names(tuple(strategies)), list(meta.get("feature_names") or [])
+    if [n for n in want if n in set(have)] != have:
+        return None
+    extra = [n for n in want if n not in set(have)]
+    if not extra or not all(n.startswith("path_") for n in extra):
+        return None
+    return [n.removeprefix("path_") for n in extra]
 
 
 def refusal(meta: dict, target: str, strategies: tuple[str, ...]) -> Optional[str]:
@@ -50,7 +68,7 @@ def refusal(meta: dict, target: str, strategies: tuple[str, ...]) -> Optional[st
         return f"the shipped model was trained for target {meta.get('target')}, not {target}"
     want = feature_names(tuple(strategies))
     have = meta.get("feature_names")
-    if have != want:
+    if have != want and unseen_strategies(meta, strategies) is None:
         extra = sorted(set(have or []) - set(want))
         missing = sorted(set(want) - set(have or []))
         what = "; ".join(p for p in (f"unknown to this run: {', '.join(extra[:4])}" if extra else "",
@@ -72,5 +90,11 @@ def load(target: str, strategies: tuple[str, ...], directory: Optional[Path] = N
     import xgboost as xgb
     booster = xgb.Booster()
     booster.load_model(str(model))
-    return Prior(booster, meta, list(meta["feature_names"])), (
-        f"shipped model: {meta.get('rows')} rows of {len(meta.get('programs', []))} programs")
+    names = list(meta["feature_names"])
+    unseen = unseen_strategies(meta, strategies)
+    note = f"shipped model: {meta.get('rows')} rows of {len(meta.get('programs', []))} programs"
+    if not unseen:
+        return Prior(booster, meta, names), note
+    want = feature_names(tuple(strategies))
+    return Prior(booster, meta, names, [want.index(n) for n in names]), (
+        f"{note} (strategies it was not trained on: {', '.join(unseen)})")

@@ -45,10 +45,11 @@ class SearchOptions:
     budget: int = opt(64, "search", "samples: candidates verified and timed (default 64)")
     target: str = opt("llvm", "search", choices=TARGET_NAMES)
     seed: int = opt(0, "search")
-    strategies: str = opt("paper", "search",
+    strategies: str = opt("paper,extra", "search",
                           "strategy set or comma-separated names and sets (all, paper, extra, user, bitwise, graph, "
-                          "operator, memory, math; default paper: the paper's 43; your own strategies need 'all', "
-                          "'user' or their names)")
+                          "operator, memory, math; default paper,extra: the paper's 43 and the project's own "
+                          "(dead code elimination, vectorised reductions, register blocking); your own strategies "
+                          "need 'all', 'user' or their names)")
     # algorithm parameters; None: the paper's value for the algorithm (search.algorithms.PAPER)
     iterations: Optional[int] = opt(None, "search", "override the paper's iterations (greedy, beam, mcts, chain)",
                                     type=int)

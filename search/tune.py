@@ -131,7 +131,7 @@ def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, ro
     register_build()
     with tempfile.TemporaryDirectory() as tmp:
         wd = work_dir or tmp
-        db = ms.tune_tir(mod, tvm.target.Target(TARGET), wd, max_trials_global=trials,
+        db = ms.tune_tir(mod, tune_target(), wd, max_trials_global=trials,
                          num_trials_per_iter=min(trials, 16), builder=builder,
                          runner=ms.runner.LocalRunner(timeout_sec=60.0), cost_model="xgb", database="json",
                          seed=seed, num_tuning_cores=1)
@@ -159,7 +159,15 @@ def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, ro
 MAX_REL_ERR = 1e-4
 
 
-TARGET = {"kind": "llvm", "num-cores": 2}
+def tune_target():
+    """MetaSchedule's target: the CPU our llvm builds use (``lowering.run.llvm_cpu``), so tuned
+    and searched programs are compiled for the same instructions; ``num-cores`` as our timings."""
+    import tvm
+
+    from lowering.run import llvm_target
+    t = dict(llvm_target().export())
+    t.update({"kind": "llvm", "num-cores": 2})
+    return tvm.target.Target(t)
 
 
 def evaluate_schedule(mod, program, scratch, *, original=None, rounds: int = 3, warmup: int = 3,
@@ -173,7 +181,7 @@ def evaluate_schedule(mod, program, scratch, *, original=None, rounds: int = 3, 
     from lowering.inputs import random_inputs
     from lowering.run import arguments, build, run_built
     original = original if original is not None else program
-    ex = tvm.compile(mod, target=tvm.target.Target(TARGET))
+    ex = tvm.compile(mod, target=tune_target())
     dev = tvm.cpu(0)
     ins = random_inputs(original, 0, 0)
     orig_built = build(original, "llvm")

@@ -48,4 +48,6 @@ PAPER_STRATEGIES: dict[str, tuple[str, str]] = {
     "normal_matmul_to_prefix_matmul_based_on_online_softmax": ("math", "difficult"),
 }
 # implemented beyond the paper (open decision 2, settled in rules/dce.egg)
-EXTRA_STRATEGIES: dict[str, tuple[str, str]] = {"dead_code_elimination": ("graph", "medium")}
+EXTRA_STRATEGIES: dict[str, tuple[str, str]] = {"dead_code_elimination": ("graph", "medium"),
+                                                 "reduction_vectorization": ("operator", "difficult"),
+                                                 "register_blocking": ("operator", "difficult")}

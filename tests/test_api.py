@@ -58,7 +58,7 @@ def test_readme_api_example_runs_as_written(tmp_path):
 
 def test_named_strategy_sets():
     book_all = Engine().strategies
-    assert len(book_all) == 44 and "dead_code_elimination" in book_all
+    assert len(book_all) == 46 and {"dead_code_elimination", "reduction_vectorization", "register_blocking"} <= set(book_all)
     paper = Engine(strategies="paper").strategies
     assert len(paper) == 43 and "dead_code_elimination" not in paper
     assert set(Engine(strategies="memory").strategies) == {

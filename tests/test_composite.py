@@ -42,7 +42,7 @@ def test_builtin_table_loads(known):
     tile = table[names.index(TILE)]
     assert [s.strategy for s in tile.steps] == ["loop_tiling", "loop_reorder", "loop_vectorization",
                                                 "loop_parallelization"]
-    assert all(c.description and "\n" not in c.description and len(c.steps) >= 2 for c in table)
+    assert all(c.description and "\n" not in c.description and len(c.steps) >= 1 for c in table)
 
 
 GOOD_STEP = '[[composite.step]]\nstrategy = "loop_vectorization"\nloop = "@innermost"\n'
@@ -59,7 +59,9 @@ GOOD_STEP = '[[composite.step]]\nstrategy = "loop_vectorization"\nloop = "@inner
      'strategy = "loop_parallelization"\nloop = "@sideways"\n', "step 2 parameter 'loop': unknown relation '@sideways'"),
     ('[[composite]]\nname = "x"\ndescription = "d"\n' + GOOD_STEP + '[[composite.step]]\n'
      'strategy = "loop_parallelization"\nloop = "@created:2"\n', "'@created:2' must refer to an earlier step (1..1)"),
-    ('[[composite]]\nname = "x"\ndescription = "d"\n' + GOOD_STEP, "needs at least two [[composite.step]] entries"),
+    ('[[composite]]\nname = "x"\ndescription = "d"\n', "needs at least one [[composite.step]] entry"),
+    ('[[composite]]\nname = "x"\ndescription = "d"\n' + GOOD_STEP + GOOD_STEP.replace('"@innermost"', '"@innermost"\nsite = "near"'),
+     "step 2: site must be one of same, next, any, got 'near'"),
     ('[[composite]]\nname = "x"\n' + GOOD_STEP + GOOD_STEP, "composite 1 (x): needs a one-line description"),
     ('[[composite]]\nname = "x"\ndescription = "d"\n' + GOOD_STEP + GOOD_STEP + '[[composite]]\nname = "x"\n'
      'description = "e"\n' + GOOD_STEP + GOOD_STEP, "composite 2 (x): the name is used twice"),
@@ -133,6 +135,18 @@ def test_instances_are_deterministic_and_bounded(engine, known, matmul, found):
     assert len(names) == len(set(names))
     starved = CompositeMenu(engine, load_table(None, known), Limits(enumerations=1))
     assert starved.of(matmul) == []          # one enumeration cannot reach the end of a composite
+    # the table-wide bound, spent in table order: exactly what the first composite's walk uses
+    # leaves the rest of the table nothing
+    from search.composite import Enumerations, instances
+    table = load_table(None, known)
+    k = next(j for j, c in enumerate(table) if any(i.composite.name == c.name for i in found))
+    left, enums = [10 ** 6], Enumerations(engine)
+    for comp in table[:k + 1]:
+        instances(comp, matmul, enums, Limits(), left)
+    capped = CompositeMenu(engine, table, Limits(table_enumerations=10 ** 6 - left[0])).of(matmul)
+    first = [i for i in found if i.composite.name == table[k].name]
+    assert first and [[s.key for s in i.steps] for i in capped] == [[s.key for s in i.steps] for i in first]
+    assert len(capped) < len(found)
 
 
 def test_tile_instance_verifies_equal_on_llvm(found, matmul):
@@ -303,3 +317,65 @@ def test_a_composite_move_becomes_a_node_and_a_rollout_that_replay(engine, tmp_p
         assert engine.replay(prog, end.steps)[-1].to_leir() == end.leir
     finally:
         run.close()
+
+
+# ---------------------------------------------------------------------------- the CPU composites (issue 27)
+
+CPU = ["register_blocking", "reduction_vectorization", "layout_transformation", "loop_unrolling"]
+
+
+@pytest.fixture(scope="module")
+def cpu_engine():
+    from engine import Engine
+    return Engine(strategies=CPU)
+
+
+def _cpu_instances(cpu_engine, name, program):
+    from search.composite import Enumerations, instances, load_table
+    table = {c.name: c for c in load_table(None, [s.name for s in cpu_engine.rulebook.strategies])}
+    return instances(table[name], program, Enumerations(cpu_engine))
+
+
+def test_register_block_is_a_priority_move_of_one_step(cpu_engine, matmul):
+    got = _cpu_instances(cpu_engine, "register-block", matmul)
+    assert got and all(len(i.steps) == 1 and i.steps[0].strategy == "register_blocking" for i in got)
+    assert {(i.steps[0].params["row_block"], i.steps[0].params["col_block"]) for i in got} <= \
+        {(4, 16), (4, 32), (8, 16), (8, 32)}
+
+
+def test_pack_register_block_tiles_the_statement_after_the_copy(cpu_engine, verifier):
+    from engine.leir.files import program_from_json
+    from rulekit import prog
+    from search.composite import replays
+    gemm = prog("B^{8}_{tx=0}L^{32}_{a=0}L^{16}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*F^{f32,g}_{a,c};];",
+                {"A": (8, 16), "F": (32, 16)}, {"D": (8, 32)})
+    got = _cpu_instances(cpu_engine, "pack-register-block", gemm)
+    assert got
+    for inst in got:
+        lt, rb = inst.steps
+        assert lt.strategy == "layout_transformation" and rb.strategy == "register_blocking"
+        assert list(rb.site) == [lt.site[0] + 1]          # site = "next": the statement after the copy
+        assert replays(cpu_engine, gemm, inst.steps)
+    # the weight transposed, then the tile's columns read it contiguously
+    f = [i for i in got if i.steps[0].params["tensor"] == "F"]
+    assert f and "L^{32}_{a=0}L^{16}_{c=0}[C^{f32,g}_{c,a}=F^{f32,g}_{a,c};]" in f[0].program.to_leir()
+    v = verifier.verify(gemm, program_from_json(f[0].program.to_json()), "exact")
+    assert v.equal, v.message
+
+
+def test_vectorise_reduction_unrolls_the_lane_combine(cpu_engine, verifier):
+    from engine.leir.files import load_program
+    from search.composite import replays
+    softmax = load_program(EXAMPLES / "softmax.leir")
+    got = _cpu_instances(cpu_engine, "vectorise-reduction", softmax)
+    assert got
+    for inst in got:
+        rv, un = inst.steps
+        assert rv.strategy == "reduction_vectorization" and rv.params["lanes"] in (16, 32)
+        assert un.strategy == "loop_unrolling" and un.params["loop"] == rv.params["loop"]
+        assert list(un.site) == [rv.site[0] + 1]
+        assert replays(cpu_engine, softmax, inst.steps)
+    first = got[0].program.to_leir()
+    assert "V^{16}_{a=0}" in first and "U^{16}_{a=0}" in first
+    v = verifier.verify(softmax, got[0].program, "exact")   # the max is bitwise
+    assert v.equal, v.message

@@ -73,6 +73,14 @@ def test_a_prior_of_another_feature_version_or_layout_is_refused(tmp_path, engin
     assert model is None and why == "no shipped cost model for target cuda"
     model, why = pretrained_status("llvm", strategies[:-1])
     assert model is None and "feature layout differs" in why and strategies[-1] in why
+    # a run with strategies the model never saw: their path columns are left out of its input
+    wider = strategies[:3] + ("register_blocking",) + strategies[3:] + ("reduction_vectorization",)
+    model, why = pretrained_status("llvm", wider)
+    assert model is not None and "not trained on: register_blocking, reduction_vectorization" in why
+    base = CostModel.pretrained("llvm", strategies)
+    row = [0.5] * (len(base.prior.names) - len(strategies)) + [1.0] + [0.0] * (len(strategies) - 1)
+    wide = row[:len(row) - len(strategies)] + [1.0, 0.0, 0.0, 2.0] + [0.0] * (len(strategies) - 3) + [1.0]
+    assert model.prior.margins([wide]) == pytest.approx(base.prior.margins([row]))
     meta = json.loads((models / "llvm.meta.json").read_text())
     meta["features_version"] = FEATURES_VERSION + 1
     (models / "llvm.meta.json").write_text(json.dumps(meta))

@@ -111,17 +111,29 @@ def test_scoped_buffers_are_allocated_inside_the_kernel():
 
 
 def test_softmax_structurally_equal_to_handwritten(tvm):
-    hand = '''
+    # on llvm a float32 exp is written as arithmetic (lowering.vecmath), its variables declared
+    # in the block that uses it
+    from lowering.vecmath import VARS, exp_f32
+
+    def exp(arg: str, k: int, indent: str) -> tuple:
+        names = tuple(f"_e{k}{tag}" for tag, _ in VARS)
+        decls = "".join(f"{indent}{n} = T.{dtype}()\n" for n, (_, dtype) in zip(names, VARS))
+        return decls, exp_f32(arg, names)
+
+    pad = " " * 16
+    d0, e0 = exp("A[vi, vk] - D[vi]", 0, pad)
+    d1, e1 = exp("A[vi, vk] - D[vi]", 1, pad)
+    hand = f'''
 @T.prim_func(s_tir=True)
 def main(A: T.Buffer((4, 64), "float32"), C: T.Buffer((4, 64), "float32"), D: T.Buffer((4,), "float32"),
          E: T.Buffer((4,), "float32")):
-    T.func_attr({"tir.noalias": True})
+    T.func_attr({{"tir.noalias": True}})
     for i in T.parallel(4):
         for k in range(64):
             with T.sblock("D"):
                 vi, vk = T.axis.remap("SR", [i, k])
                 with T.init():
-                    D[vi] = T.float32("-inf") * T.float32(1)
+                    D[vi] = T.float32("-inf")
                 D[vi] = T.max(D[vi], A[vi, vk])
     for i in T.parallel(4):
         for k in range(64):
@@ -129,14 +141,16 @@ def main(A: T.Buffer((4, 64), "float32"), C: T.Buffer((4, 64), "float32"), D: T.
                 vi, vk = T.axis.remap("SR", [i, k])
                 with T.init():
                     E[vi] = T.float32(0)
-                E[vi] = E[vi] + T.exp(A[vi, vk] - D[vi])
+{d0}                E[vi] = E[vi] + {e0}
     for i in T.parallel(4):
         for k in range(64):
             with T.sblock("C"):
                 vi, vk = T.axis.remap("SS", [i, k])
-                C[vi, vk] = T.exp(A[vi, vk] - D[vi]) / E[vi]
-'''.replace('T.float32("-inf") * T.float32(1)', 'T.float32("-inf")')
+{d1}                C[vi, vk] = {e1} / E[vi]
+'''
     tvm.ir.assert_structural_equal(lower(SOFTMAX), tvm.script.from_source(hand))
+    # elsewhere exp stays the intrinsic
+    assert "T.exp(" in lower_to_tvmscript(SOFTMAX, "cuda") and "T.exp(" not in lower_to_tvmscript(SOFTMAX)
 
 
 def test_text_is_deterministic():
@@ -413,13 +427,15 @@ SPLIT_SUM = P("L^{2}_{f=0}B^{4}_{tx=0}L^{8}_{c=0}[D^{f32,g}_{f*4+tx}=D^{f32,g}_{
 SPLIT_SUM_TIR = '''@T.prim_func(s_tir=True)
 def main(A: T.Buffer((8, 8), "float32"), D: T.Buffer((8,), "float32")):
     T.func_attr({"tir.noalias": True})
-    for f, tx, c in T.grid(2, 4, 8):
-        with T.sblock("D"):
-            v_f, v_tx, v_c = T.axis.remap("SSR", [f, tx, c])
-            v_f_4_tx = T.axis.spatial(8, f * 4 + tx)
-            with T.init():
-                D[v_f_4_tx] = T.float32(0)
-            D[v_f_4_tx] = D[v_f_4_tx] + A[v_f_4_tx, v_c]
+    for f in range(2):
+        for tx in T.parallel(4):
+            for c in range(8):
+                with T.sblock("D"):
+                    v_f, v_tx, v_c = T.axis.remap("SSR", [f, tx, c])
+                    v_f_4_tx = T.axis.spatial(8, f * 4 + tx)
+                    with T.init():
+                        D[v_f_4_tx] = T.float32(0)
+                    D[v_f_4_tx] = D[v_f_4_tx] + A[v_f_4_tx, v_c]
 '''
 HALVES = P("B^{2}_{tx=0}L^{3}_{c=0}L^{8}_{a=0}[X^{f32,g}_{tx,a//2}=max(X^{f32,g}_{tx,a//2},A^{f32,g}_{tx,c,a});];"
            "B^{2}_{tx=0}L^{4}_{a=0}[C^{f32,g}_{tx,a}=X^{f32,g}_{tx,a};];",
@@ -534,3 +550,80 @@ def test_tvm_error_summary_names_the_cause():
                   " --> <str>:1:1\n   |  \n 1 |  @T.prim_func(s_tir=True)\n   |   ")
     assert first_line(e) == "ValueError: Invalid use of undefined variable v_b at <root>.functions"
     assert first_line(Exception("error: something\n |")) == "error: something"
+
+
+def test_tiled_loops_vectorise_and_parallelise_when_each_iteration_owns_its_element():
+    # after a tile D_{tx*4+d, a*16+f}: f owns its element through the affine entry a*16+f
+    p = P("B^{2}_{tx=0}L^{2}_{a=0}L^{8}_{c=0}U^{4}_{d=0}V^{16}_{f=0}"
+          "[D^{f32,g}_{tx*4+d,a*16+f}=D^{f32,g}_{tx*4+d,a*16+f}+A^{f32,g}_{tx*4+d,c}*C^{f32,g}_{c,a*16+f};];",
+          {"A": (F, (8, 8)), "C": (F, (8, 32))}, {"D": (F, (8, 32))})
+    text = lower_to_tvmscript(p)
+    assert "for tx in T.parallel(2):" in text and "for d in T.unroll(4):" in text
+    assert "for f in T.vectorized(16):" in text
+    # a read of the written tensor at another element keeps the loop serial
+    q = P("B^{2}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a};];"
+          "B^{2}_{tx=0}L^{2}_{a=0}V^{4}_{f=0}[D^{f32,g}_{tx,a*4+f}=D^{f32,g}_{tx,a*4+f}+D^{f32,g}_{tx,a};];",
+          {"A": (F, (2, 8))}, {"D": (F, (2, 8))})
+    assert "T.vectorized" not in lower_to_tvmscript(q)
+
+
+def test_exec_tiled_vectorised_matmul(tvm):
+    p = P("B^{2}_{tx=0}L^{2}_{a=0}L^{8}_{c=0}U^{4}_{d=0}V^{16}_{f=0}"
+          "[D^{f32,g}_{tx*4+d,a*16+f}=D^{f32,g}_{tx*4+d,a*16+f}+A^{f32,g}_{tx*4+d,c}*C^{f32,g}_{c,a*16+f};];",
+          {"A": (F, (8, 8)), "C": (F, (8, 32))}, {"D": (F, (8, 32))})
+    a = _rng().standard_normal((8, 8), dtype=np.float32)
+    c = _rng().standard_normal((8, 32), dtype=np.float32)
+    np.testing.assert_allclose(run(p, {"A": a, "C": c})["D"], a @ c, rtol=1e-5, atol=1e-5)
+
+
+def test_llvm_builds_for_this_machines_cpu(monkeypatch):
+    import lowering.run as lr
+    monkeypatch.setattr(lr, "_HOST", {})
+    monkeypatch.delenv(lr.MCPU_ENV, raising=False)
+    import tvm
+    assert lr.llvm_cpu() == str(tvm.target.codegen.llvm_get_system_cpu())
+    monkeypatch.setattr(lr, "_HOST", {})
+    monkeypatch.setenv(lr.MCPU_ENV, "no-such-cpu")
+    with pytest.raises(LoweringError, match="LEIR_LLVM_MCPU"):
+        lr.llvm_cpu()
+    monkeypatch.setattr(lr, "_HOST", {})
+    monkeypatch.setenv(lr.MCPU_ENV, "generic")
+    assert str(lr.llvm_target().kind.name) == "llvm" and "mcpu" not in str(lr.llvm_target())
+
+
+EXP_VEC = P("B^{2}_{tx=0}L^{256}_{b=0}V^{16}_{a=0}[C^{f32,g}_{tx,b*16+a}=exp(A^{f32,g}_{tx,b*16+a});];",
+            {"A": (F, (2, 4096))}, {"C": (F, (2, 4096))}, "exp_vec")
+
+
+def _exp_inputs():
+    rng = _rng()
+    special = [-np.inf, np.inf, np.nan, 0.0, -0.0, 88.72283935546875, 88.72283172607421875, -104.0,
+               -103.97, -87.3, 1e-30, -1e-30, 87.0, -87.0, 0.5, -0.5]
+    a = np.concatenate([special, rng.uniform(-110, 90, 2000), rng.uniform(-1, 1, 2000),
+                        rng.standard_normal(8192 - 4000 - len(special)) * 10])
+    return a.astype(np.float32).reshape(2, 4096)
+
+
+def test_exp_is_vector_arithmetic_on_llvm_and_plain_exp_on_cuda():
+    text = lower_to_tvmscript(EXP_VEC)
+    assert "T.exp(" not in text and "T.reinterpret" in text and "for a in T.vectorized(16):" in text
+    assert "            _e0a = T.float32()" in text          # declared in the block that uses it
+    assert "T.exp(" in lower_to_tvmscript(EXP_VEC, "cuda")
+
+
+def test_exec_exp_within_one_ulp_special_values_exact_and_vector_equals_scalar(tvm):
+    a = _exp_inputs()
+    got = run(EXP_VEC, {"A": a})["C"]
+    serial = P(EXP_VEC.to_leir().replace("V^{16}", "L^{16}"), {"A": (F, (2, 4096))}, {"C": (F, (2, 4096))})
+    assert "T.vectorized" not in lower_to_tvmscript(serial)
+    assert np.array_equal(got.view(np.uint32), run(serial, {"A": a})["C"].view(np.uint32))
+    with np.errstate(over="ignore"):
+        ref = np.exp(a.astype(np.float64))
+        ref32 = ref.astype(np.float32)
+    normal = np.isfinite(ref32) & (np.abs(ref32) >= np.finfo(np.float32).tiny)
+    ulp = np.abs(got[normal].astype(np.float64) - ref[normal]) / np.spacing(ref32[normal])
+    assert ulp.max() <= 1.0
+    sub = np.isfinite(ref32) & ~normal & (ref32 != 0)
+    assert sub.sum() > 10 and np.abs(got[sub].astype(np.float64) - ref[sub]).max() <= 2 * 2.0 ** -149
+    special = ~normal & ~sub            # inf, 0 and NaN exactly
+    assert np.array_equal(got[special], ref32[special], equal_nan=True)

@@ -100,6 +100,15 @@ def test_the_cache_persists_in_the_evaluation_database_and_is_keyed_by_machine_a
     assert len(v2.calls) == 2                                # another machine, another protocol: timed
 
 
+def test_an_llvm_cpu_chosen_by_the_environment_is_part_of_the_timing_key(monkeypatch):
+    from lowering.run import MCPU_ENV
+    m = Measurer(ScriptedVerifier({}), machine=MACHINE)
+    monkeypatch.delenv(MCPU_ENV, raising=False)
+    host = m.key("p", "c")
+    monkeypatch.setenv(MCPU_ENV, "x86-64-v2")
+    assert m.key("p", "c") != host and m.build_options()["mcpu"] == "x86-64-v2"
+
+
 def test_the_database_skips_a_torn_last_line_and_cuts_it_before_appending(tmp_path):
     p = tmp_path / "db.jsonl"
     p.write_text('{"kind": "timing", "key": "a", "record": {"x": 1}}\n{"kind": "tim')

@@ -42,6 +42,7 @@ def test_paper_and_extra_sets_follow_origin():
     from engine.rewrite.engine import resolve_strategies
     book = load_rulebook(ROOT / "rules")
     assert set(resolve_strategies(book, "paper")[0]) == set(PAPER_STRATEGIES)
-    assert resolve_strategies(book, "extra")[0] == ["dead_code_elimination"]
+    assert sorted(resolve_strategies(book, "extra")[0]) == sorted(EXTRA_STRATEGIES)
     assert resolve_strategies(book, "user")[0] == []
-    assert len(resolve_strategies(book, "all")[0]) == 44
+    assert len(resolve_strategies(book, "all")[0]) == 43 + len(EXTRA_STRATEGIES)
+    assert resolve_strategies(book, "paper,extra")[0] == resolve_strategies(book, ["paper", "extra"])[0]

@@ -92,7 +92,7 @@ def test_scan_blocks_are_what_the_postprocessor_rejected(engine):
     from engine import load_program
     from lowering.tir import from_tvmscript, lower_module
     from search.plain import plain_program
-    from search.tune import TARGET, evaluate_schedule, tune_module
+    from search.tune import evaluate_schedule, tune_module, tune_target
     orig = load_program(EXAMPLES / "softmax.leir")
     online = step(engine, orig, "online_softmax")
 
@@ -102,7 +102,7 @@ def test_scan_blocks_are_what_the_postprocessor_rejected(engine):
         sch.annotate(root, "meta_schedule.parallel", 32)
         sch.annotate(root, "meta_schedule.vectorize", 64)
         pp = ms.postproc.RewriteParallelVectorizeUnroll()
-        pp._initialize_with_tune_context(ms.TuneContext(mod=mod, target=tvm.target.Target(TARGET)))
+        pp._initialize_with_tune_context(ms.TuneContext(mod=mod, target=tune_target()))
         return bool(pp.apply(sch)), sch
     mod, scratch, scans = tune_module(online)
     assert scans == ["F", "G"]

@@ -214,7 +214,7 @@ def resolve_strategies(book, spec) -> tuple[list[str], bool]:
     order = [s.name for s in book.strategies]
     if spec is None:
         return order, False
-    items = [spec] if isinstance(spec, str) else list(spec)
+    items = [t.strip() for t in spec.split(",") if t.strip()] if isinstance(spec, str) else list(spec)
     bitwise = "bitwise" in items
     items = [it for it in items if it != "bitwise"] or ["all"]
     by_name = book.by_name()

@@ -45,7 +45,15 @@ class Measurer:
         return self._machine
 
     def build_options(self) -> dict:
-        return {"version": BUILD_VERSION, "arch": self.verifier.arch if self.target == "cuda" else None}
+        """What the build makes of a program beyond its text and the machine: the lowering's
+        version, the CUDA arch, and an llvm CPU chosen by ``LEIR_LLVM_MCPU`` (unset: this
+        machine's own CPU, which the machine label already names)."""
+        import os
+
+        from ..run import MCPU_ENV
+        mcpu = os.environ.get(MCPU_ENV, "").strip() if self.target != "cuda" else ""
+        return {"version": BUILD_VERSION, "arch": self.verifier.arch if self.target == "cuda" else None,
+                **({"mcpu": mcpu} if mcpu else {})}
 
     def key(self, parent_key: str, candidate_key: str) -> str:
         return timing_key(parent_key, candidate_key, self.target, self.machine, self.build_options(),
