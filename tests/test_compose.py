@@ -43,12 +43,15 @@ def retyped(program, code: str):
 
 
 def shrunk(record):
-    """A corpus record as ``dataset.generate --shrink`` verifies it (None: no smaller instance)."""
-    from dataset.shrink import WIDE_GRANULARITIES, shrink_with_granularity, smallest_instance
+    """A corpus record as ``dataset.generate --shrink`` verifies it (None: it skips the program, whose
+    smallest instance is still over --max-points)."""
+    from dataset.generate import DEFAULT_MAX_POINTS
+    from dataset.shrink import WIDE_GRANULARITIES, points, shrink_with_granularity, smallest_instance
     from engine.leir.files import program_from_json
     p = program_from_json(record)
     small, _ = shrink_with_granularity(p, 16384, WIDE_GRANULARITIES)
-    return small if small is not None else smallest_instance(p)[0]
+    small = small if small is not None else smallest_instance(p)[0]
+    return small if small is not None and points(small) <= DEFAULT_MAX_POINTS else None
 
 
 def same_bits(a: dict, b: dict) -> bool:
