@@ -75,6 +75,7 @@ def main() -> int:
                 continue
             fig = profile_figures(res["times"])
             rows.append({"program": p.name, "slots": len(slots), **fig, "holds": holds(fig, SUM_TOLERANCE)})
+            print(f"{p.name}: {len(slots)} slots, sum/whole {fig['sum_ratio']}", file=sys.stderr, flush=True)
     ok = [r for r in rows if "sum_ratio" in r]
     ratios = [r["sum_ratio"] for r in ok]
     out = {"machine": machine_label("llvm"), "target": "llvm", "rounds": args.rounds, "tolerance": SUM_TOLERANCE,
