@@ -93,6 +93,12 @@ def parser() -> argparse.ArgumentParser:
                         "as their kernels run in order, bit for bit the whole build's outputs, and times a "
                         "candidate that changes one statement by its kernel against the parent's, its speedup "
                         "by the sum of the kernels' times: lowering.compose, lowering.measure.statements)")
+    g.add_argument("--menu-size", type=int,
+                   help="with --menu: menu entries the question shows at most, as the search's --menu-size (default "
+                        "the search's, 40); a small model is asked a short menu")
+    g.add_argument("--prompt-tokens", type=int,
+                   help="with --menu: the question's prompt budget in estimated tokens, as the search's "
+                        "--prompt-tokens (default the search's, 2000)")
     g.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS,
                    help=f"skip programs with more iteration points than this, with a note (default "
                         f"{DEFAULT_MAX_POINTS}; 0: no limit)")
@@ -173,6 +179,24 @@ def timing_options(args):
     return t
 
 
+def menu_options(args):
+    """False without --menu, else the question's size options (``dataset.menu.search_options``
+    asks it with them, as ``python -m search --menu-size N --prompt-tokens T`` does)."""
+    given = [n for n, v in (("--menu-size", args.menu_size), ("--prompt-tokens", args.prompt_tokens)) if v is not None]
+    if not args.menu:
+        if given:
+            raise LeirError(f"{given[0]} sets the menu question: use it with --menu")
+        return False
+    from search.options import SearchOptions
+    d = SearchOptions()
+    out = {"menu_size": d.menu_size if args.menu_size is None else args.menu_size,
+           "prompt_tokens": d.prompt_tokens if args.prompt_tokens is None else args.prompt_tokens}
+    for name, v in out.items():
+        if v < 1:
+            raise LeirError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
+    return out
+
+
 def options_of(args) -> dict:
     """The job's options. ``rules``: the rule files (names and hashes: a result option, recorded
     in every row); ``rule_bundle``: their texts, for the workers (engine.rewrite.sources)."""
@@ -183,7 +207,7 @@ def options_of(args) -> dict:
         raise LeirError(msg, line, getattr(book.problems[0], "col", None), file=f)
     return {"seed": args.seed, "per_program": args.per_program, "strategies": _strategies(args.strategies, book),
             "rules": book.manifest(), "rule_bundle": args.rules.bundle(),
-            "target": args.target, "verify_target": args.verify_on, "time": timing_options(args), "menu": bool(args.menu),
+            "target": args.target, "verify_target": args.verify_on, "time": timing_options(args), "menu": menu_options(args),
             "depth": args.depth, "walks": args.walks, "keep_noop": bool(args.keep_noop),
             "max_points": args.max_points or None, "shrink": args.shrink_points if args.shrink else None, "timeout": args.timeout,
             "trials": 3, "database": _database_path(args), "whole_builds": bool(args.whole_builds)}
@@ -221,6 +245,7 @@ def main(argv=None) -> int:
     if args.timeout <= 0:
         raise LeirError("--timeout must be positive")
     timing_options(args)            # its errors before any work
+    menu_options(args)
     return run(args)
 
 

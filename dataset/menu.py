@@ -15,9 +15,10 @@ answer with entries whose verdict is ``slower`` or ``tie`` (``menu_pairs``), and
 of one state by their own timing verdicts (``single_pairs``).
 
 The question uses the search's defaults (``QUESTION``: greedy, one choice, a number as the answer,
-``--menu-size 40``, ``--prompt-tokens 2000``, compact entries, the search's system prompt) with the
-job's ``--seed`` and ``--target``: a menu row's messages are byte for byte the request of
-``python -m search PROGRAM --policy llm --per-node 1 --seed SEED --target TARGET`` at that state.
+compact entries, the search's system prompt) with the job's ``--seed``, ``--target``, ``--menu-size``
+and ``--prompt-tokens`` (default 40 and 2000, the search's): a menu row's messages are byte for byte
+the request of ``python -m search PROGRAM --policy llm --per-node 1 --seed SEED --target TARGET
+--menu-size N --prompt-tokens T`` at that state.
 """
 from __future__ import annotations
 
@@ -30,8 +31,13 @@ QUESTION = {"algorithm": "greedy", "policy": "llm", "per_node": 1}
 
 
 def search_options(options: dict):
+    """The ``SearchOptions`` the question is asked with: the job's seed, target and menu size
+    options (``options["menu"]``: {"menu_size", "prompt_tokens"}; ``True`` in datasets written
+    before they were options: the search's defaults)."""
     from search.options import SearchOptions
+    size = options.get("menu") if isinstance(options.get("menu"), dict) else {}
     return SearchOptions(seed=int(options.get("seed") or 0), target=options.get("target") or "llvm",
+                         **{k: size[k] for k in ("menu_size", "prompt_tokens") if k in size},
                          **{k: v for k, v in QUESTION.items()})
 
 
