@@ -1,7 +1,10 @@
 """Dataset generation throughput: verified rows per core-minute, against one process per
-candidate (the Step-TP reference's way) measured in the same run.
+candidate (the Step-TP reference's way) measured in the same run; with ``--timed``, timed single
+rows and timed menu rows per core-minute of the ``--time --menu`` job, with and without
+statement-level builds and timings, in the same run.
 
     .venv/bin/python benchmarks/dataset.py [--programs 8] [--per-program 10] [--baseline 16] [--json]
+    .venv/bin/python benchmarks/dataset.py --timed [--programs 8] [--per-program 6] [--depth 2] [--json]
 
 Ours: ``python -m dataset.generate`` on corpus programs (shrunk to 16,384 points) with one
 worker: listing, sampling, verifying (3 trials), rendering traces, TIR text and the whole
@@ -11,6 +14,18 @@ process start and a TVM import each time, as the reference's per-candidate scrip
 verifies only, so the ratio understates what the reference pays per row. Core time is the CPU
 time (user + system) of each process tree, read from ``getrusage(RUSAGE_CHILDREN)`` after it
 has been waited for; wall times are reported too.
+
+``--timed``: the same corpus programs through ``python -m dataset.generate --time --menu --shrink
+--depth D`` (one worker), once with ``--whole-builds`` (every candidate built, verified and timed
+as a whole program) and once by default (programs verified as their slot kernels, one-statement
+changes timed by their kernels: ``lowering.compose``, ``lowering.measure.statements``), the two
+jobs one after the other, ``--repeat`` times, alternating. Reported per job: timed single rows
+(rows with a timing) and timed menu rows (menu rows written; and the menus measured, one per
+state, whether or not a faster entry made a row) per core-minute of the job's process tree, the
+timing methods and builds, and the load average before and after. Then the agreement of the two
+methods on the same rows (rows by id; menu entries by menu row and entry): among those both call
+faster or slower, the share with the same verdict, and the flips (faster in one, slower in the
+other). The machine's load is reported because the figures are only comparable under the same.
 """
 from __future__ import annotations
 
@@ -49,11 +64,21 @@ def pick_programs(n: int) -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--programs", type=int, default=8, help="corpus programs (default 8)")
-    ap.add_argument("--per-program", type=int, default=10, help="candidates verified per program (default 10)")
+    ap.add_argument("--per-program", type=int, help="candidates verified per program and state (default 10; "
+                                                    "6 with --timed)")
     ap.add_argument("--baseline", type=int, default=16, help="candidates verified one process each (default 16)")
+    ap.add_argument("--timed", action="store_true", help="the --time --menu configuration, with and without "
+                                                         "statement-level builds and timings")
+    ap.add_argument("--depth", type=int, default=2, help="with --timed: the jobs' --depth (default 2)")
+    ap.add_argument("--repeat", type=int, default=1, help="with --timed: runs of each job, alternating (default 1)")
+    ap.add_argument("--seed", type=int, default=0, help="with --timed: the jobs' --seed (default 0)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if args.timed:
+        from dataset_timed import timed_main
+        return timed_main(args, env, pick_programs(args.programs), run_timed)
+    args.per_program = args.per_program or 10
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         src = d / "programs.jsonl"

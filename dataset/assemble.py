@@ -177,6 +177,8 @@ class Assembly:
         self.c["splits"][f"{split}_programs"] += 1
         for k, v in res["counts"].items():
             self.c["candidates"][k] += v
+        for k, v in (res.get("builds") or {}).items():
+            self.c["builds"][k] += v
         rows = self.states.add(res, keep_noop=bool(self.options.get("keep_noop")))
         for r in rows:
             r["split"] = split
@@ -366,6 +368,7 @@ class Assembly:
             "sources": {"tasks": self.c["sources"]["tasks"], "programs": self.c["sources"]["programs"],
                         "skipped": dict(sorted(self.c["skipped"].items()))},
             "candidates": {k: self.c["candidates"][k] for k in ("neighbours", "sampled", "verified", "failed")},
+            "builds": dict(sorted(self.c["builds"].items())),
             "rows": rows,
             "rows_per_strategy": dict(sorted(self.c["rows_per_strategy"].items())),
             "failures": sum(b["count"] for b in bugs.values()),

@@ -57,15 +57,24 @@ VERIFICATION = obj({"equal": BOOL, "reason": STR, "target": STR,
 # or when the measurement failed); samples are the paired per-round times the figures derive from.
 # ``sequential`` records (the rule that stops a decided candidate early) name their most rounds, the
 # looks and each look's confidence; ``interleaved`` records (fixed rounds, older jobs) do not.
+# ``statements`` records (lowering.measure.summodel) pair the changed slot's kernels (``samples``) and
+# derive the program's figures by the sum model from the parent's profile (the whole parent and each
+# slot kernel timed alone, per round), which they store with the slots and the kernels' own figures.
 MACHINE = obj({"cpu": STR, "gpu": NSTR, "cores": INT, "threads": NINT}, optional=("threads",))
+CI = {**arr(NUM), "minItems": 2, "maxItems": 2}
+STATEMENT_TIMING = obj({"slot": INT, "slots": arr({**arr(INT), "minItems": 2, "maxItems": 2}),
+                        "kernel": obj({"parent_ms": NUM, "candidate_ms": NUM, "speedup": NUM, "ci": CI}),
+                        "profile": obj({"times": arr(arr(NUM)), "runs": arr(INT)}),
+                        "whole_ms": NUM, "kernel_ms": arr(NUM), "sum_ms": NUM, "sum_ratio": NUM,
+                        "sum_tolerance": NUM})
 TIMING = obj({"target": STR, "machine": MACHINE,
-              "method": {"type": "string", "enum": ["sequential", "interleaved"]},
+              "method": {"type": "string", "enum": ["sequential", "interleaved", "statements"]},
               "rounds": INT, "max_rounds": INT, "look_every": INT, "look_confidence": NUM,
               "runs_per_sample": INT, "parent_ms": NUM, "candidate_ms": NUM, "speedup": NUM,
-              "ci": {**arr(NUM), "minItems": 2, "maxItems": 2}, "confidence": NUM, "noise_floor": NUM,
+              "ci": CI, "confidence": NUM, "noise_floor": NUM,
               "verdict": {"type": "string", "enum": ["faster", "slower", "tie"]},
-              "samples": obj({"parent": arr(NUM), "candidate": arr(NUM)})}, nullable=True,
-             optional=("max_rounds", "look_every", "look_confidence"))
+              "samples": obj({"parent": arr(NUM), "candidate": arr(NUM)}), "statements": STATEMENT_TIMING},
+             nullable=True, optional=("max_rounds", "look_every", "look_confidence", "statements"))
 RULE_FILES = arr(obj({"file": STR, "sha256": STR}))      # the rule files that made a row (names, content hashes)
 DIFFICULTY = obj({"K": INT, "P": INT, "S": INT, "score": NUM, "bucket": BUCKET, "computed_bucket": BUCKET})
 

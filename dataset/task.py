@@ -124,23 +124,30 @@ class Runner:
 
     @property
     def verifier(self):
+        """Candidates verified as their slot kernels (``lowering.compose``: a kernel built once for the
+        parent and every candidate that keeps it) unless ``--whole-builds``; on llvm only, the
+        target whose composed outputs are checked bit for bit against whole builds."""
         if self._verifier is None:
             from lowering import Verifier
-            self._verifier = Verifier(target=self.verify_target(), trials=int(self.options.get("trials") or 3),
-                                      timeout=self.options.get("timeout"), seed=int(self.options.get("seed") or 0))
+            target = self.verify_target()
+            self._verifier = Verifier(target=target, trials=int(self.options.get("trials") or 3),
+                                      timeout=self.options.get("timeout"), seed=int(self.options.get("seed") or 0),
+                                      compose=target == "llvm" and not self.options.get("whole_builds"))
         return self._verifier
 
     @property
     def measurer(self):
         """Paired timings (``lowering.measure.Measurer``) with the job's protocol; its cache is the
         job's evaluation database (``--database``) or this worker's memory, so a candidate is timed
-        once per state, whether a row or a menu asks first."""
+        once per state, whether a row or a menu asks first. One-statement changes are timed by their
+        kernels (``lowering.measure.statements``) unless ``--whole-builds``."""
         if self._measurer is None:
             from lowering.measure import EvaluationDatabase, Measurer
 
             from .timing import protocol_of_options
             db = EvaluationDatabase(self.options["database"]) if self.options.get("database") else None
-            self._measurer = Measurer(self.verifier, protocol_of_options(self.options["time"]), database=db)
+            self._measurer = Measurer(self.verifier, protocol_of_options(self.options["time"]), database=db,
+                                      statements=bool(self.options["time"].get("statements")))
         return self._measurer
 
     def close(self) -> None:
@@ -197,6 +204,7 @@ class Runner:
         # first time), since the Verifier's worker spends that time importing TVM
         checked: dict = {}
         verifier = self.verifier
+        builds0 = dict(verifier.builds)     # how this task's programs were built (lowering.compose)
         th = threading.Thread(target=lambda: checked.update(v=verifier.verify(program, program, tolerance="exact")))
         th.start()
         _ = self.engine                     # the rules load meanwhile
@@ -211,6 +219,8 @@ class Runner:
         out["counts"]["states"] = n
         self._enum_cache.clear()
         out["counts"]["verified"], out["counts"]["failed"] = len(out["rows"]), len(out["failures"])
+        out["builds"] = {k: n - builds0.get(k, 0) for k, n in sorted(verifier.builds.items())
+                         if n > builds0.get(k, 0)}
 
     def _strategies_of(self, program) -> set:
         """The strategies of a program's one-step rewrites (the walk's look-ahead; remembered for

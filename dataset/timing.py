@@ -9,16 +9,19 @@ from collections import Counter
 
 from lowering.measure import VERDICTS, Protocol, machine_key, record_problems
 from lowering.measure.stats import FIXED
+from lowering.measure.summodel import STATEMENTS
 
 # --------------------------------------------------------------------------- dataset figures
 
 
 class TimingTally:
-    """stats.json's timing section, counted row by row: verdicts, the machines and targets."""
+    """stats.json's timing section, counted row by row: verdicts, methods (whole programs paired,
+    or slot kernels: ``statements``), the machines and targets."""
 
     def __init__(self):
         self.rows = 0
         self.verdicts = Counter()
+        self.methods = Counter()
         self.machines = Counter()
         self.labels: dict[str, dict] = {}
 
@@ -26,11 +29,12 @@ class TimingTally:
         k = machine_key(record)
         self.rows += 1
         self.verdicts[record["verdict"]] += 1
+        self.methods[record.get("method")] += 1
         self.machines[k] += 1
         self.labels.setdefault(k, {"target": record["target"], "machine": record["machine"]})
 
     def summary(self) -> dict:
-        return {"verdicts": {v: self.verdicts[v] for v in VERDICTS},
+        return {"verdicts": {v: self.verdicts[v] for v in VERDICTS}, "methods": dict(sorted(self.methods.items())),
                 "machines": [{**self.labels[k], "rows": n} for k, n in sorted(self.machines.items())]}
 
 
@@ -49,6 +53,8 @@ def dataset_problems(rows: list[dict], options) -> tuple[list[tuple[str, str]], 
             problems.append((where, "a timing record in a job run without --time"))
             continue
         found = record_problems(t)
+        if t.get("method") == STATEMENTS and not options.get("statements"):
+            found.append("a statement-level timing in a job run with --whole-builds")
         # the job's protocol: a sequential record names its most rounds and looks; an older
         # fixed-rounds record took exactly --rounds
         fields = {"rounds": "rounds" if t.get("method") == FIXED else "max_rounds", "noise_floor": "noise_floor",

@@ -52,6 +52,7 @@ class Verdict:
     build: Optional[bool] = None
     exec: Optional[bool] = None
     seconds: float = 0.0
+    builds: Optional[dict] = None   # compose: how each program was built (lowering.compose.METHODS)
 
     def to_json(self) -> dict:
         return json_safe(asdict(self))
@@ -103,7 +104,7 @@ def _verify_now(original: dict, candidate: dict, opts: dict) -> dict:
         return Verdict(False, "invalid input", e.message, opts["target"]).to_json()
     try:
         r = verify(a, b, trials=opts["trials"], seed=opts["seed"], target=opts["target"],
-                   tolerance=opts["tolerance"], arch=opts["arch"])
+                   tolerance=opts["tolerance"], arch=opts["arch"], compose=opts.get("compose", False))
     except LeirError as e:
         return Verdict(False, "invalid input", e.message, opts["target"]).to_json()
     if r.error is not None:
@@ -113,7 +114,7 @@ def _verify_now(original: dict, candidate: dict, opts: dict) -> dict:
     else:
         reason, msg = ("equal", None) if r.equal else ("not equal", _worst(r))
     v = Verdict(bool(r.equal) and r.error is None, reason, msg, r.target, r.tolerance, r.trials,
-                r.max_abs_err, r.max_rel_err, r.build, r.exec, time.perf_counter() - t0)
+                r.max_abs_err, r.max_rel_err, r.build, r.exec, time.perf_counter() - t0, r.builds)
     return v.to_json()
 
 
@@ -133,9 +134,11 @@ def _against_now(program: dict, inputs: list, expected: list, opts: dict) -> dic
 
     from engine.leir.files import program_from_json
 
+    from .compose import build_composed, run_composed
     from .errors import LoweringError
     from .run import build, run_built
     from .verify import _FORMULAS, K_STRICT, compare, reduction_length
+    make, run = (build_composed, run_composed) if opts.get("compose") else (build, run_built)
     t0 = time.perf_counter()
     prog = program_from_json(program)
     n = reduction_length(prog)
@@ -144,16 +147,18 @@ def _against_now(program: dict, inputs: list, expected: list, opts: dict) -> dic
            "reduction_length": n}
     v = Verdict(False, "equal", None, opts["target"], tol)
     try:
-        built = build(prog, opts["target"], opts["arch"])
+        built = make(prog, opts["target"], opts["arch"])
     except LoweringError as e:
         v.reason, v.message, v.build = "build failed", e.message, False
         return v.to_json()
     v.build = True
+    if opts.get("compose"):
+        v.builds = {"program": built.method}
     worst_abs = worst_rel = 0.0
     equal = True
     for t, (ins, exp) in enumerate(zip(inputs, expected)):
         try:
-            got = run_built(built, prog, {k: np.asarray(x) for k, x in ins.items()})
+            got = run(built, prog, {k: np.asarray(x) for k, x in ins.items()})
         except LoweringError as e:
             v.reason, v.message, v.exec = "execution failed", e.message, False
             return v.to_json()
@@ -214,8 +219,13 @@ def _paired_now(programs: list, opts: dict) -> dict:
     return measure_paired_now(programs, opts)
 
 
+def _alone_now(programs: list, rounds: int, opts: dict) -> dict:
+    from .measure.profile import measure_alone_now
+    return measure_alone_now(programs, rounds, opts)
+
+
 HANDLERS = {"verify": _verify_now, "against": _against_now, "measure": _measure_now, "schedule": _schedule_now,
-            "paired": _paired_now}
+            "paired": _paired_now, "alone": _alone_now}
 
 
 class Verifier:
@@ -228,12 +238,16 @@ class Verifier:
     callers that verify from several threads; ``memory_mib``: address-space limit of a worker;
     ``cache_size``: compiled programs kept per worker; ``warmup``/``number``/``repeat``: the
     timing protocol of ``measure``; ``log``: a file the workers' diagnostics (TVM's warnings, a
-    crash's stack) are appended to instead of this process's stderr."""
+    crash's stack) are appended to instead of this process's stderr; ``compose``: ``verify`` and
+    ``verify_against`` run programs as their slot kernels (``lowering.compose``: the same outputs
+    bit for bit, a kernel built once for all the programs that share it); ``builds`` counts how
+    the programs were built (composed, single: one statement, fallback: a slot did not build
+    alone, so the whole program was)."""
 
     def __init__(self, target: str = "llvm", trials: int = 3, tolerance: str = "strict",
                  timeout: Optional[float] = None, *, seed: int = 0, isolate: bool = True, workers: int = 1,
                  memory_mib: Optional[int] = None, cache_size: int = 128, arch: str = "sm_90",
-                 warmup: int = 3, number: int = 3, repeat: int = 5, log=None):
+                 warmup: int = 3, number: int = 3, repeat: int = 5, log=None, compose: bool = False):
         from .tir import TARGETS
         from .verify import MODES
         if target not in TARGETS:
@@ -249,6 +263,8 @@ class Verifier:
         self.memory_mib, self.cache_size = memory_mib, cache_size
         self.warmup, self.number, self.repeat = warmup, number, repeat
         self.log = log
+        self.compose = bool(compose)
+        self.builds: dict[str, int] = {}
         self._idle: list[WorkerProcess] = []
         self._slots = threading.Semaphore(max(1, workers))
         self._lock = threading.Lock()
@@ -309,18 +325,32 @@ class Verifier:
         return {"ok": False, "reason": reason, "message": msg, "failed": None, "number": None, "times": [],
                 "seconds": 0.0}
 
-    def measure_paired(self, programs: list, protocol) -> dict:
+    def measure_paired(self, programs: list, protocol, sum_model: Optional[dict] = None) -> dict:
         """A parent (``programs[0]``) against candidates in interleaved rounds under the sequential
         rule of ``protocol`` (a ``lowering.measure.Protocol``), built and warmed once in one worker,
         under one hold of the timing lock (``lowering.measure.rounds.measure_paired_now``). {"ok",
         "reason", "message", "failed", "number", "samples": per candidate {"parent", "candidate"},
-        "rounds", "seconds"}."""
-        opts = self._opts(None) | {"protocol": protocol.to_json()}
+        "rounds", "seconds"}. ``sum_model`` ({"kernel_ms", "slot"}): the programs are slot kernels,
+        decided on their program's speedup (``lowering.measure.summodel``)."""
+        opts = self._opts(None) | {"protocol": protocol.to_json(), "sum_model": sum_model}
         out = self._run("paired", ([p.to_json() for p in programs], opts))
         if isinstance(out, dict):
             return out
         reason, msg = out
         return {"ok": False, "reason": reason, "message": msg, "failed": None, "number": None, "samples": [],
+                "seconds": 0.0}
+
+    def measure_alone(self, programs: list, rounds: int, min_ms: float = 0.5, best_of: int = 5) -> dict:
+        """Programs of any interfaces each timed alone (its own inputs and runs per mean), one
+        measurement of each per round, under one hold of the timing lock
+        (``lowering.measure.profile``). {"ok", "reason", "message", "failed", "runs", "times": ms
+        per round per program, "seconds"}."""
+        opts = self._opts(None) | {"min_ms": float(min_ms), "best_of": int(best_of)}
+        out = self._run("alone", ([p.to_json() for p in programs], int(rounds), opts))
+        if isinstance(out, dict):
+            return out
+        reason, msg = out
+        return {"ok": False, "reason": reason, "message": msg, "failed": None, "runs": [], "times": [],
                 "seconds": 0.0}
 
     def close(self) -> None:
@@ -350,10 +380,13 @@ class Verifier:
         if tol not in MODES:
             raise LeirError(f"unknown tolerance '{tol}' (expected {', '.join(MODES)})")
         return {"target": self.target, "trials": self.trials, "tolerance": tol, "seed": self.seed,
-                "arch": self.arch, "warmup": self.warmup, "number": self.number, "repeat": self.repeat}
+                "arch": self.arch, "warmup": self.warmup, "number": self.number, "repeat": self.repeat,
+                "compose": self.compose}
 
     def _count(self, v: Verdict) -> Verdict:
         self.counts[v.reason] = self.counts.get(v.reason, 0) + 1
+        for method in (v.builds or {}).values():
+            self.builds[method] = self.builds.get(method, 0) + 1
         return v
 
     def _run(self, kind: str, args: tuple):

@@ -213,6 +213,7 @@ class VerifyResult:
     candidate_time_ms_median: Optional[float] = None
     candidate_times_ms: Optional[list] = None
     speedup_median: Optional[float] = None
+    builds: Optional[dict] = None        # compose: how each program was built (lowering.compose.METHODS)
 
     @property
     def ok(self) -> bool:
@@ -230,11 +231,15 @@ class VerifyResult:
 
 
 def verify(program, candidate=None, trials: int = 3, seed: int = 0, target: str = "llvm",
-           time: bool = False, tolerance: str = "strict", arch: str = "sm_90", device=None) -> VerifyResult:
+           time: bool = False, tolerance: str = "strict", arch: str = "sm_90", device=None,
+           compose: bool = False) -> VerifyResult:
     """Build, run and compare ``candidate`` against ``program`` over ``trials`` seeded trials.
 
     Without a candidate, only ``program`` is built, run (and timed): diff/equal stay None.
+    ``compose``: both run as their slot kernels (``lowering.compose``: bitwise the whole build's
+    outputs, a kernel built once for every program that has it); ``builds`` says how each was built.
     """
+    from .compose import build_composed, run_composed
     from .inputs import random_inputs
     from .run import build, run_built, summarize_times, time_built
 
@@ -242,6 +247,9 @@ def verify(program, candidate=None, trials: int = 3, seed: int = 0, target: str 
         raise LeirError(f"unknown tolerance '{tolerance}' (expected {', '.join(MODES)})")
     if trials < 1:
         raise LeirError("--trials must be at least 1")
+    if compose and time:
+        raise ValueError("a composed build is verified, not timed (lowering.measure times slot kernels)")
+    make, run = (build_composed, run_composed) if compose else (build, run_built)
     if candidate is not None:
         check_same_interface(program, candidate)
     n = reduction_length(program)
@@ -257,25 +265,27 @@ def verify(program, candidate=None, trials: int = 3, seed: int = 0, target: str 
         res.error = {"stage": stage, "program": who, "message": getattr(err, "message", str(err))}
 
     try:
-        base = build(program, target, arch)
+        base = make(program, target, arch)
     except LoweringError as e:
         if candidate is None:
             res.build = False
         fail("build", "original", e)
         return res
     try:
-        cand = build(candidate, target, arch) if candidate is not None else base
+        cand = make(candidate, target, arch) if candidate is not None else base
     except LoweringError as e:
         res.build = False
         fail("build", "candidate", e)
         return res
     res.build = True
+    if compose:
+        res.builds = {"original": base.method, "candidate": cand.method}
 
     worst_abs, worst_rel, all_equal = 0.0, 0.0, True
     for t in range(trials):
         inputs = random_inputs(program, seed, t)
         try:
-            expected = run_built(base, program, inputs, device)
+            expected = run(base, program, inputs, device)
         except LoweringError as e:
             if candidate is None:
                 res.exec = False
@@ -285,7 +295,7 @@ def verify(program, candidate=None, trials: int = 3, seed: int = 0, target: str 
             res.trials.append({"trial": t, "seed": [seed, t]})
             continue
         try:
-            actual = run_built(cand, candidate, inputs, device)
+            actual = run(cand, candidate, inputs, device)
         except LoweringError as e:
             res.exec = False
             fail("exec", "candidate", e)

@@ -4,6 +4,9 @@
 * ``stats``: paired samples to a speedup, its sign-test interval and a verdict beyond the noise floor,
   and the sequential rule that stops a candidate's timing as soon as its verdict is clear (``Protocol``);
 * ``rounds``: interleaved rounds in the Verifier's worker (built once, warm, under the timing lock);
+* ``summodel``, ``profile`` and ``statements``: a candidate that changes one statement timed by its
+  changed slot kernel against the parent's, its program's speedup by the sum of the kernels' times;
+* ``records``: every record's figures re-derived from what it stores, whatever its method;
 * ``cache`` and ``database``: timings remembered by (parent, candidate, target, machine, build, protocol)
   in the evaluation database shared by jobs;
 * ``service``: ``Measurer``, what searches and dataset jobs call.
@@ -19,6 +22,7 @@ from __future__ import annotations
 from .cache import TimingCache
 from .database import EvaluationDatabase
 from .machine import cpu_model, gpu_name, machine_key, machine_label
+from .records import record_problems, verdict_of
 from .service import CHUNK, Measurer, compare_many
 from .stats import (
     BEST_OF,
@@ -30,8 +34,6 @@ from .stats import (
     VERDICTS,
     Protocol,
     derive,
-    record_problems,
-    verdict_of,
 )
 
 __all__ = ["BEST_OF", "CHUNK", "CONFIDENCE", "EvaluationDatabase", "LOOK_EVERY", "MIN_MS", "Measurer", "NOISE_FLOOR",

@@ -133,7 +133,8 @@ def measure_paired_now(programs: list[dict], opts: dict) -> dict:
     """The parent (``programs[0]``) against each candidate under the sequential rule of
     ``opts["protocol"]``: {"ok", "reason", "message", "failed", "number", "samples": per candidate
     {"parent": [...], "candidate": [...]} (ms, stored precision, ending where the rule stopped),
-    "rounds": rounds measured, "seconds"}."""
+    "rounds": rounds measured, "seconds"}. ``opts["sum_model"]``: the programs are slot kernels
+    and the rule decides on the whole program's speedup (``lowering.measure.summodel.scaler``)."""
     from ..tir import first_line
     from .lock import TimingLock
     from .stats import Protocol, decide, sig
@@ -141,6 +142,10 @@ def measure_paired_now(programs: list[dict], opts: dict) -> dict:
     protocol = Protocol(**opts["protocol"])
     pts, _ = protocol.looks()
     looks = set(pts)
+    scale = None
+    if opts.get("sum_model") is not None:           # kernels timed for their program's verdict
+        from .summodel import scaler
+        scale = scaler(**opts["sum_model"])
     evals, err = _prepare(programs, opts)
     if err is not None:
         return _empty(samples=[], **err)
@@ -165,7 +170,8 @@ def measure_paired_now(programs: list[dict], opts: dict) -> dict:
                 r += 1
                 if r in looks:
                     active = [c for c in active
-                              if not decide(samples[c - 1]["parent"], samples[c - 1]["candidate"], protocol)["decided"]]
+                              if not decide(samples[c - 1]["parent"], samples[c - 1]["candidate"], protocol,
+                                            scale)["decided"]]
     except Exception as e:      # TVM's runtime errors
         return _empty(samples=[], reason="execution failed", failed=i, message=f"timing failed: {first_line(e)}")
     return _empty(ok=True, number=number, samples=samples, rounds=r, seconds=time.perf_counter() - t0)

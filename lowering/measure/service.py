@@ -7,6 +7,10 @@ candidate as soon as it is decided) and remembered in the timing cache: a candid
 compared with this parent on this machine, target, build and protocol is never timed again, in
 this job or in a later one sharing the evaluation database. Candidates that are the same program
 modulo renaming are timed once.
+
+``statements=True``: a candidate that changes one statement of its parent is timed by its changed
+slot kernel against the parent's, its speedup by the sum model (``lowering.measure.statements``,
+records of method ``statements``); the others are timed whole as above.
 """
 from __future__ import annotations
 
@@ -23,9 +27,10 @@ class Measurer:
     """Paired timings through ``verifier`` (a ``lowering.Verifier``) under ``protocol``."""
 
     def __init__(self, verifier, protocol: Optional[Protocol] = None, *, cache: Optional[TimingCache] = None,
-                 database=None, machine: Optional[dict] = None):
+                 database=None, machine: Optional[dict] = None, statements: bool = False):
         """``cache``: a ``TimingCache`` to share; else one over ``database`` (an
-        ``EvaluationDatabase``; None: in memory only)."""
+        ``EvaluationDatabase``; None: in memory only); ``statements``: time one-statement changes
+        by their slot kernels (``lowering.measure.statements``)."""
         self.verifier = verifier
         self.protocol = (protocol or Protocol()).check()
         self.cache = cache if cache is not None else TimingCache(database)
@@ -33,6 +38,10 @@ class Measurer:
         self.measured = 0          # comparisons timed by this Measurer
         self.rounds = 0            # rounds they took (the sequential rule's saving shows here)
         self.seconds = 0.0
+        self.by_statements = None
+        if statements:
+            from .statements import StatementTimer
+            self.by_statements = StatementTimer(self)
 
     @property
     def target(self) -> str:
@@ -56,8 +65,10 @@ class Measurer:
                 **({"mcpu": mcpu} if mcpu else {})}
 
     def key(self, parent_key: str, candidate_key: str) -> str:
-        return timing_key(parent_key, candidate_key, self.target, self.machine, self.build_options(),
-                          self.protocol.to_json())
+        protocol = self.protocol.to_json()
+        if self.by_statements is not None:
+            protocol |= self.by_statements.options()
+        return timing_key(parent_key, candidate_key, self.target, self.machine, self.build_options(), protocol)
 
     def cached(self, parent, candidate) -> Optional[dict]:
         """The cached record of ``candidate`` against ``parent``, if any (nothing is measured)."""
@@ -93,16 +104,31 @@ class Measurer:
 
     def _measure(self, parent, candidates: list) -> list:
         out: list = [None] * len(candidates)
+        if self.by_statements is not None:
+            out = self.by_statements.measure(parent, candidates)
+        whole = [i for i, rec in enumerate(out) if rec is None]
+        for i, got in zip(whole, self.paired(parent, [candidates[i] for i in whole])):
+            if got is not None:
+                samples, runs = got
+                out[i] = record_of(samples["parent"], samples["candidate"], target=self.target, machine=self.machine,
+                                   protocol=self.protocol, runs=runs)
+        return out
+
+    def paired(self, parent, candidates: list, sum_model: Optional[dict] = None) -> list:
+        """Per candidate, (its paired samples {"parent", "candidate"}, runs per mean) or None when
+        it could not be built or run: interleaved rounds in chunks of ``CHUNK`` (``sum_model``: see
+        ``Verifier.measure_paired``)."""
+        out: list = [None] * len(candidates)
         for start in range(0, len(candidates), CHUNK):
             chunk = list(range(start, min(start + CHUNK, len(candidates))))
             while chunk:
-                res = self.verifier.measure_paired([parent] + [candidates[i] for i in chunk], self.protocol)
+                res = self.verifier.measure_paired([parent] + [candidates[i] for i in chunk], self.protocol,
+                                                   **({"sum_model": sum_model} if sum_model else {}))
                 self.seconds += float(res.get("seconds") or 0.0)
                 if res["ok"]:
                     self.rounds += int(res.get("rounds") or 0)
                     for i, s in zip(chunk, res["samples"]):
-                        out[i] = record_of(s["parent"], s["candidate"], target=self.target, machine=self.machine,
-                                           protocol=self.protocol, runs=res["number"])
+                        out[i] = (s, res["number"])
                         self.measured += 1
                     break
                 bad = res.get("failed")
@@ -112,8 +138,11 @@ class Measurer:
         return out
 
     def stats(self) -> dict:
-        return {"measured": self.measured, "cached": self.cache.hits, "rounds": self.rounds,
-                "seconds": round(self.seconds, 3), "protocol": self.protocol.to_json()}
+        out = {"measured": self.measured, "cached": self.cache.hits, "rounds": self.rounds,
+               "seconds": round(self.seconds, 3), "protocol": self.protocol.to_json()}
+        if self.by_statements is not None:
+            out["methods"] = dict(sorted(self.by_statements.counts.items()))
+        return out
 
 
 def compare_many(verifier, parent, candidates: list, protocol: Optional[Protocol] = None, **kw) -> list:

@@ -145,10 +145,12 @@ def looks(rounds: int, confidence: float, look_every: int) -> tuple[list[int], f
     return [rounds], confidence
 
 
-def decide(parent: list[float], candidate: list[float], protocol: Protocol) -> dict:
+def decide(parent: list[float], candidate: list[float], protocol: Protocol, scale=None) -> dict:
     """The sequential rule on paired samples: the figures at the first look where the candidate is
     decided (or at the last look), with ``stop`` (the rounds it used) and ``decided`` (False: the
-    samples end before any look decided it: more rounds are wanted)."""
+    samples end before any look decided it: more rounds are wanted). ``scale``: a function of
+    (figures, noise floor) to the figures decided on, when the samples are a part's and the
+    verdict is the whole program's (``lowering.measure.summodel``)."""
     pts, c = protocol.looks()
     n = len(parent)
     if len(candidate) != n:
@@ -158,6 +160,8 @@ def decide(parent: list[float], candidate: list[float], protocol: Protocol) -> d
         if look > n:
             break
         d = derive(parent[:look], candidate[:look], c, protocol.noise_floor)
+        if scale is not None:
+            d = scale(d, protocol.noise_floor)
         lo, hi = d["ci"]
         last = {**d, "stop": look, "decided": True}
         if look == protocol.rounds or d["verdict"] != "tie" or _within(lo, hi, protocol.noise_floor):
