@@ -84,20 +84,29 @@ def llvm_cpu() -> str:
     return _HOST["cpu"]
 
 
+# Without these the code would not compute what the program says. TVM's LLVM backend fuses every
+# a*b+c into one fused multiply-add whenever the CPU has one (its floating-point op fusion is fixed
+# to "fast"), rounding once where the program rounds twice, and only where the two operations meet
+# in one expression after lowering: two programs a bitwise rule calls equal (``D = D + A*C`` and
+# its split ``E = A*C; D = D + E``) would then differ in the last bit. So builds leave FMA out;
+# LLVM ties AVX-512 to FMA, so a CPU with both builds AVX2 code (8 float lanes).
+NO_FMA = ("-fma", "-fma4")
+
+
 def llvm_target():
-    """The TVM target of an llvm build: this machine's CPU (``llvm_cpu``). On a CPU with AVX-512
-    LLVM's tuning for most of them prefers 256-bit vectors and splits every wider vector a V loop
-    asks for; that preference is turned off (``-prefer-256-bit``), so a 16-lane loop of floats
-    runs in one 512-bit register, as in the vendor's libraries."""
+    """The TVM target of an llvm build: this machine's CPU (``llvm_cpu``) without fused
+    multiply-add (``NO_FMA``: every float operation rounds as the program says). Should a CPU keep
+    AVX-512 without FMA, LLVM's preference for 256-bit vectors is turned off (``-prefer-256-bit``),
+    so a 16-lane loop of floats runs in one 512-bit register."""
     if "target" not in _HOST:
         import tvm
         cpu = llvm_cpu()
         if cpu == "generic":
             _HOST["target"] = tvm.target.Target("llvm")
         else:
-            t = {"kind": "llvm", "mcpu": cpu}
+            t = {"kind": "llvm", "mcpu": cpu, "mattr": list(NO_FMA)}
             if "avx512f" in tvm.target.codegen.llvm_get_cpu_features(tvm.target.Target(t)):
-                t["mattr"] = ["-prefer-256-bit"]
+                t["mattr"] = [*NO_FMA, "-prefer-256-bit"]
             _HOST["target"] = tvm.target.Target(t)
     return _HOST["target"]
 

@@ -87,6 +87,7 @@ def test_the_menu_prompt_is_byte_for_byte_the_search_request(tmp_path, engine, s
         r = subprocess.run([sys.executable, "-m", "search", str(ROOT / "examples" / "softmax.leir"),
                             "-o", str(tmp_path / "t.json"), "--policy", "llm", "--endpoint", srv.url,
                             "--model", "fake", "--algorithm", "greedy", "--per-node", "1", "--budget", "1",
+                            "--strategies", "paper",         # the dataset's default set (the search's is paper,extra)
                             "--seed", "7", "--confirm", "0", "--trials", "1", "--repeat", "2",
                             "--min-repeat-ms", "0.1", "--quiet", *flags],
                            capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},

@@ -49,7 +49,8 @@ UNGUARDED = [
 ]
 PRODUCT = "B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx}=F^{f32,g}_{tx}*A^{f32,g}_{tx,a};];"
 SUM = PRODUCT.replace("*A", "+A")
-REDUCTIONS = [("reduction_factorization/product", PRODUCT), ("tensor_split_to_decouple_operators/reduction", PRODUCT)]
+REDUCTIONS = [("reduction_factorization/product", PRODUCT), ("tensor_split_to_decouple_operators/reduction", PRODUCT),
+              ("reduction_vectorization/product", PRODUCT)]
 SUM_REDUCTIONS = [("reduction_factorization/sum", SUM), ("tensor_split_to_decouple_operators/reduction", SUM)]
 
 
