@@ -282,7 +282,13 @@ def load_rulebook(path=None) -> Rulebook:
     expanded: dict[str, str] = {}
     seen: dict[str, Strategy] = {}
     for f in files:
-        text = f.read_text()
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else (e.strerror or str(e))
+            problems.append(Problem(str(f), 1, f"cannot read this rule file: {why}"))
+            texts[str(f)] = ""
+            continue
         texts[str(f)] = text
         try:
             source = text
