@@ -1,12 +1,25 @@
 """Shared command-line plumbing: user errors become ``file:line:col: error: ...`` and exit 2."""
 from __future__ import annotations
 
+import re
 import sys
 from typing import Callable
 
 from engine.leir.diagnostics import LeirError
 
 EXIT_USER_ERROR = 2
+
+
+def description(doc: str) -> str:
+    """A command's ``--help`` description from its module docstring, whole: the leading
+    ``python -m ...``: usage (argparse prints its own) and the reST quotes left out. Use with
+    ``formatter_class=argparse.RawDescriptionHelpFormatter``."""
+    text = doc.strip()
+    m = re.match(r"``python -m [^`]*``:\s*", text)
+    if m:
+        rest = text[m.end():]
+        text = rest[:1].upper() + rest[1:]
+    return text.replace("``", "") + "\n"
 
 
 def report(err: LeirError, file=None) -> None:

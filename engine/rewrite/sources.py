@@ -13,7 +13,9 @@ check with other rules gives.
 
 Commands that load rules call ``add_rules_options(parser)``: ``--rules DIR`` (repeatable) and
 ``--no-builtin-rules``, parsed straight into ``args.rules``, a ``RuleSources`` that
-``Engine(rules=args.rules)`` takes.
+``Engine(rules=args.rules)`` takes. Commands that select strategies call
+``add_strategies_option``: ``--strategies`` (documented) or ``--strategy``, repeatable, each a
+comma list, parsed into a list of names.
 """
 from __future__ import annotations
 
@@ -180,6 +182,21 @@ class _NoBuiltin(argparse.Action):
     def __call__(self, parser, namespace, value, option_string=None):
         cur = getattr(namespace, self.dest) or RuleSources()
         setattr(namespace, self.dest, replace(cur, builtin=False))
+
+
+class _AddStrategies(argparse.Action):
+    def __call__(self, parser, namespace, value, option_string=None):
+        items = [t.strip() for t in value.split(",") if t.strip()]
+        if not items:
+            parser.error(f"{option_string}: expected a strategy name or set, got {value!r}")
+        setattr(namespace, self.dest, (getattr(namespace, self.dest) or []) + items)
+
+
+def add_strategies_option(parser, help: str) -> None:
+    """``--strategies S`` (also spelt ``--strategy``; repeatable, each a comma list of strategy
+    names and sets) into ``args.strategies``: a list, or None when not given."""
+    parser.add_argument("--strategies", "--strategy", dest="strategies", metavar="S", action=_AddStrategies,
+                        default=None, help=help + "; a comma list, repeatable (--strategy is the same flag)")
 
 
 def add_rules_options(parser: argparse.ArgumentParser) -> None:
