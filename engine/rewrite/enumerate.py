@@ -124,6 +124,7 @@ class Enumerator:
         selected = self.select(strategies, categories)
         if selected == ():
             return Enumeration([], [], 0)
+        program = program.as_read_back()     # its neighbours a function of its text, not of its history
         if self._stripped and not self.python_compute:
             self.compute_fallbacks += 1
             return self._egglog_compute().enumerate(program, strategies, categories, validate)
