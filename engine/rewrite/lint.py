@@ -35,6 +35,7 @@ rule reads them (engine.rewrite.facts). Every command that loads rules runs the 
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from pathlib import Path
 
@@ -294,16 +295,78 @@ class _Advice:
                 f"({shown_path(self.schema)}) and those your own rule files declare with (relation {name} (...))")
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BASES: dict[tuple, object] = {}     # the built-in files' chunks (names, digests) -> an EGraph holding them
+
+
 def egglog_problems(book, skip: dict | None = None, unreadable=()) -> list[tuple[str, int, int, str]]:
     """(file, line, col, message) of each top-level form egglog refuses, the files loaded in
     order into one e-graph, one form at a time (a refused form is left out and the next one
-    goes on). ``skip``: file -> first lines of forms not to run (they have an error already)."""
-    from egglog.bindings import EGraph
+    goes on). ``skip``: file -> first lines of forms not to run (they have an error already).
+
+    The e-graph holding the schema and built-in files is kept per process (by their names and
+    contents) and the user's files run between a push and a pop on it: checking a folder of
+    one's own costs its own forms."""
+    from egglog.bindings import EGraph, Pop, Push
+
+    from engine.rewrite.sources import RULES_DIR, digest
+    from engine.rewrite.terms import SP
     skip = skip or {}
-    eg = EGraph()
+    chunks = _egglog_chunks(book)
+    builtin = RULES_DIR.resolve()
+    n = 0
+    while n < len(chunks) and chunks[n][2] is not None and Path(chunks[n][2]).resolve().parent == builtin:
+        n += 1
+    key = tuple((f, digest(t)) for f, t, _ in chunks[:n])
+    base = _BASES.get(key)
+    out: list = []
+    if base is None:
+        base = EGraph()
+        out += _run_chunks(base, chunks[:n], skip, unreadable)
+        if out or any(f in skip for _, _, f in chunks[:n]):
+            out += _run_chunks(base, chunks[n:], skip, unreadable)
+            return out
+        if len(_BASES) >= 2:
+            _BASES.clear()
+        _BASES[key] = base
+    base.run_program(Push(1))
+    try:
+        out += _run_chunks(base, chunks[n:], skip, unreadable)
+    finally:
+        base.run_program(Pop(SP, 1))
+    return out
+
+
+def _egglog_chunks(book) -> list[tuple[str, str, str | None]]:
+    """(name, egglog text, rule file or None) in load order: the schema; per strategy file, its
+    blocks' rulesets, then the file (each block's rules moved into its own ruleset, as
+    ``Rulebook.programs`` does); the combined ``step`` ruleset."""
+    from engine.rewrite.rulebook import blank_ruleset, rewrite_rulesets
+    schema = book.files[0]
+    out = [(str(schema), book.texts[str(schema)], str(schema))]
+    declared: set[str] = set()
+    for f in book.files[1:]:
+        blocks = [s for s in book.strategies if s.file == str(f)]
+        lines: list[str] = []
+        for s in blocks:                  # each on its @strategy line; a name met before: once
+            if _NAME.fullmatch(s.name) and s.ruleset not in declared:
+                declared.add(s.ruleset)
+                lines += [""] * (s.line - 1 - len(lines))
+                lines.append(f"(ruleset {s.ruleset})")
+        out.append((str(f), "\n".join(lines), str(f)))
+        text = rewrite_rulesets(book.text(f), blocks)
+        unnamed = {s.ruleset for s in blocks if not _NAME.fullmatch(s.name)}
+        out.append((str(f), blank_ruleset(text, unnamed) if unnamed else text, str(f)))   # its name is the error
+    combined = " ".join(sorted(declared, key=[s.ruleset for s in book.strategies].index))
+    out.append(("<rulesets>", f"(unstable-combined-ruleset step {combined})\n" if combined else "(ruleset step)\n",
+                None))
+    return out
+
+
+def _run_chunks(eg, chunks, skip: dict, unreadable) -> list[tuple[str, int, int, str]]:
     out = []
-    for filename, text in book.programs():
-        if filename in unreadable:
+    for filename, text, file in chunks:
+        if file in unreadable:
             continue
         try:
             forms = read_sexps(text)
@@ -320,7 +383,7 @@ def egglog_problems(book, skip: dict | None = None, unreadable=()) -> list[tuple
                 if isinstance(e, (KeyboardInterrupt, SystemExit, MemoryError)):
                     raise
                 line, col, msg = _egglog_message(e, fm)
-                out.append((filename, line, col, f"egglog: {msg}"))
+                out.append((file or filename, line, col, f"egglog: {msg}"))
     return out
 
 
@@ -345,12 +408,15 @@ def _check_examples(rep: Report, s) -> None:
     if not s.examples:
         rep.error(s.file, s.line, 1, f"strategy '{s.name}' has no @example (a small program and the neighbour "
                                      "it gives, just before the block's first rule; see engine/rewrite/examples.py)")
-    seen = set()
     for ex in s.examples:
-        for e in ex.check_text():
-            if (e.line, e.col, e.message) not in seen:         # a BEFORE error repeats for each @after
-                seen.add((e.line, e.col, e.message))
-                rep.error(ex.file, e.line, e.col, f"example of '{s.name}': {e.message}")
+        for line, col, msg in _example_problems(ex):        # a BEFORE error repeats for each @after: once
+            rep.error(ex.file, line, col, f"example of '{s.name}': {msg}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _example_problems(ex) -> tuple[tuple[int, int, str], ...]:
+    """``Example.check_text`` of an example (frozen: its file, lines and texts), once per process."""
+    return tuple((e.line, e.col, e.message) for e in ex.check_text())
 
 
 def _check_identity(rep: Report, f, ident, strategies) -> None:

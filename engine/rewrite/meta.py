@@ -177,7 +177,7 @@ def scan_headers(text: str, filename: str, foreign=()) -> tuple[list[Header], li
     a ``foreign`` key (``@example``, ``@after``) belongs to another reader and is skipped whole."""
     headers: list[Header] = []
     problems: list[tuple[int, int, str]] = []
-    for no, raw in enumerate(text.splitlines(), 1):
+    for no, raw in enumerate(text.split("\n"), 1):
         s = raw.strip()
         if not s.startswith(";;") or "@" not in s:
             continue
