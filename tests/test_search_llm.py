@@ -32,10 +32,12 @@ def completion(texts, model="fake", prompt_tokens=100, completion_tokens=3):
 class FakeLLM:
     """A scripted OpenAI-compatible server. ``script``: actions used in order, then
     ``responder(body)`` for every later request. Actions: ("text", s) / ("texts", [s, ...]),
-    ("status", code), ("error", code, message), ("hang", seconds), ("raw", bytes)."""
+    ("status", code), ("error", code, message), ("hang", seconds), ("raw", bytes). ``GET
+    /v1/models`` lists ``models``."""
 
-    def __init__(self, script=(), responder=None):
+    def __init__(self, script=(), responder=None, models=("fake", "fake-model")):
         self.script = list(script)
+        self.models = list(models)
         self.responder = responder
         self.requests = []
         self.lock = threading.Lock()
@@ -44,6 +46,18 @@ class FakeLLM:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *a):
                 pass
+
+            def do_GET(self):                      # GET /v1/models: what the server serves
+                if self.path.rstrip("/") != "/v1/models":
+                    self.send_error(404)
+                    return
+                payload = json.dumps({"object": "list", "data": [{"id": m, "object": "model", "owned_by": "test"}
+                                                                 for m in fake.models]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
             def do_POST(self):
                 n = int(self.headers.get("Content-Length", 0))
