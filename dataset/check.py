@@ -567,7 +567,8 @@ def main(argv=None) -> int:
                     help="accept a dataset without rows (default: no rows is a problem, exit status 1)")
     from engine.rewrite.sources import add_rules_options
     add_rules_options(ap)
-    args = ap.parse_args(argv)
+    from engine.leir.cli import say_defaults
+    args = say_defaults(ap).parse_args(argv)
     if args.sample < 0:
         raise LeirError(f"--sample must be at least 0, got {args.sample}")
     out = Path(args.out)

@@ -106,7 +106,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--address", help="Ray cluster address to join (e.g. 'auto' or HEAD:6379)")
     r.add_argument("--restart", action="store_true", help="discard the journal of an earlier job in OUT")
     add_rules_options(ap)
-    return ap
+    from engine.leir.cli import say_defaults
+    return say_defaults(ap)
 
 
 def _positive(name: str, value, allow_zero: bool = False) -> None:

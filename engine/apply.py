@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.leir.cli import description, run_cli
+from engine.leir.cli import description, run_cli, say_defaults
 from engine.rewrite.sources import add_rules_options
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_program, loads_json, read_text, write_atomic
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print the step record of the last step, result included")
     ap.add_argument("-o", "--output", help="write the result as a program file (.leir, or .json)")
     add_rules_options(ap)
-    args = ap.parse_args(argv)
+    args = say_defaults(ap).parse_args(argv)
     prog = load_program(args.program, args.name)
     path = args.step or args.steps
     records = read_steps(path, many=args.steps is not None)

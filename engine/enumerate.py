@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from engine.leir.cli import run_cli
+from engine.leir.cli import run_cli, say_defaults
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_program, write_atomic
 from engine.rewrite.engine import Engine, resolve_strategies
@@ -51,7 +51,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--emit-jsonl", metavar="OUT",
                     help="also write the listed neighbours as corpus-format program records (one per line), "
                          "ready for `python -m lowering.verify PROG OUT --name NAME`")
-    return ap
+    return say_defaults(ap)
 
 
 def main(argv=None) -> int:

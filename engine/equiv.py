@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.leir.cli import description, run_cli
+from engine.leir.cli import description, run_cli, say_defaults
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_program
 from engine.rewrite.engine import resolve_strategies
@@ -37,7 +37,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-memory", type=int, default=4096,
                     help="MiB of resident memory the exploration may add (default 4096)")
     add_rules_options(ap)
-    return ap
+    return say_defaults(ap)
 
 
 def main(argv=None) -> int:

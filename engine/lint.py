@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from engine.leir.cli import run_cli
+from engine.leir.cli import run_cli, say_defaults
 from engine.leir.diagnostics import LeirError, shown_path
 from engine.rewrite.sources import add_rules_options
 
@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
                          "(the blocks of the files in that folder; a folder not loaded yet is added as with "
                          "--rules)")
     add_rules_options(ap)
-    return ap
+    return say_defaults(ap)
 
 
 def main(argv=None) -> int:

@@ -38,15 +38,20 @@ def opt(default, group: str, help: Optional[str] = None, *, choices=None, type=N
 
 @dataclass
 class SearchOptions:
-    algorithm: str = opt("greedy", "search", choices=ALGORITHM_NAMES)
-    policy: str = opt("cost", "search", choices=POLICY_NAMES)
+    algorithm: str = opt("greedy", "search", "the search algorithm: the paper's greedy, beam, bfs, dfs, mcts, chain, "
+                         "chain-no-parent, or kernels (per-statement kernels composed by e-graph extraction; "
+                         "docs/search.md)", choices=ALGORITHM_NAMES)
+    policy: str = opt("cost", "search", "who chooses among the legal steps: cost (a cost model, with a prior trained "
+                      "on the public corpus), measure (times candidates), random, llm (a served model chooses from "
+                      "the menu), llm-free (a served model writes the next program)", choices=POLICY_NAMES)
     budget: int = opt(64, "search", "samples: candidates verified and timed (default 64)")
-    target: str = opt("llvm", "search", choices=TARGET_NAMES)
-    seed: int = opt(0, "search")
+    target: str = opt("llvm", "search", "where candidates are built, verified and timed: llvm (this CPU) or cuda",
+                      choices=TARGET_NAMES)
+    seed: int = opt(0, "search", "seed of every random choice of the run")
     strategies: str = opt("paper", "search",
                           "strategy set or comma-separated names and sets (all, paper, extra, user, bitwise, graph, "
                           "operator, memory, math; default paper: the paper's 43; your own strategies need 'all', "
-                          "'user' or their names)")
+                          "'user' or their names; --strategy is the same flag)", aliases=("--strategy",))
     # algorithm parameters; None: the paper's value for the algorithm (search.algorithms.PAPER)
     iterations: Optional[int] = opt(None, "search", "override the paper's iterations (greedy, beam, mcts, chain)",
                                     type=int)
@@ -61,8 +66,8 @@ class SearchOptions:
     trials: int = opt(3, "measurement", "verification trials (default 3)")
     timeout: float = opt(300.0, "measurement", "seconds per build/run (default 300)")
     workers: int = opt(1, "measurement", "verifier processes: builds in parallel")
-    min_repeat_ms: float = opt(2.0, "measurement")   # each timed repeat runs the program this long at least
-    repeat: int = opt(7, "measurement")
+    min_repeat_ms: float = opt(2.0, "measurement", "each timed repeat runs the program this many ms at least")
+    repeat: int = opt(7, "measurement", "timed repeats per measurement")
     confirm: int = opt(3, "measurement", "best nodes re-timed against the original at the end")
     # policies
     screen: int = opt(6, "policies", "measure policy: candidates timed per choice")
@@ -81,8 +86,8 @@ class SearchOptions:
                           "json_schema), json-object (llama.cpp json_object + schema), openai (strict json_schema), "
                           "none; vllm-json (structured_outputs json) on request only. Answers are parsed and checked "
                           "either way", choices=CONSTRAINTS)
-    temperature: float = opt(0.3, "policies")
-    max_tokens: int = opt(4096, "policies")
+    temperature: float = opt(0.3, "policies", "llm policies: sampling temperature")
+    max_tokens: int = opt(4096, "policies", "llm policies: tokens per answer at most")
     llm_timeout: float = opt(120.0, "policies", "seconds per LLM request")
     retries: int = opt(4, "policies", "retries on 429/5xx/timeouts (backoff)")
     menu_size: int = opt(40, "policies", "menu entries shown to the model at most")
@@ -90,7 +95,8 @@ class SearchOptions:
                              "left out (a tokenizer-free estimate, on the high side; default 2000)")
     menu_detail: str = opt("compact", "policies", "menu entries show what changes (compact, default) or the whole "
                            "changed statements (full)", choices=MENU_DETAILS)
-    system_prompt: str = opt("You are a helpful IR optimization assistant.", "policies")
+    system_prompt: str = opt("You are a helpful IR optimization assistant.", "policies",
+                             "llm policies: the system message")
     gpu_name: str = opt("H20-3e", "policies", "GPU named in the prompt for --target cuda")
     # additions (after the flags of earlier versions, so that --help only grows)
     screen_share: float = opt(SCREEN_SHARE, "policies",
@@ -196,8 +202,11 @@ def add_option_flags(parser, groups: Optional[dict] = None) -> dict:
         if meta["choices"] is not None:
             kw["choices"] = meta["choices"]
             kw.pop("type", None)
-        if meta["help"] is not None:
-            kw["help"] = meta["help"]
+        text = meta["help"] or ""
+        if default is not None and "default" not in text:      # every flag says its default
+            text = (text + " " if text else "") + f"(default {default})"
+        if text:
+            kw["help"] = text
         g.add_argument(flag, *meta["aliases"], **kw)
     return groups
 

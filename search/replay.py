@@ -74,7 +74,8 @@ def _main(argv) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="alternating timing rounds (default 3)")
     from engine.rewrite.sources import add_rules_options
     add_rules_options(ap)
-    a = ap.parse_args(argv)
+    from engine.leir.cli import say_defaults
+    a = say_defaults(ap).parse_args(argv)
     rec = load_trajectory(a.trajectory).record
     try:
         r = replay(rec, a.target, a.rounds, a.rules)

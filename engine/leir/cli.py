@@ -22,6 +22,20 @@ def description(doc: str) -> str:
     return text.replace("``", "") + "\n"
 
 
+def say_defaults(parser):
+    """Every option of ``parser`` (its groups included) whose help does not give its default
+    gets `` (default X)``: ``--help`` names each default once. Returns the parser."""
+    import argparse
+    for a in parser._actions:
+        if not a.option_strings or a.nargs == 0 or a.default in (None, False, argparse.SUPPRESS):
+            continue
+        if a.help is argparse.SUPPRESS or "default" in (a.help or ""):
+            continue
+        shown = ",".join(map(str, a.default)) if isinstance(a.default, (list, tuple)) else a.default
+        a.help = (a.help + " " if a.help else "") + f"(default {shown})".replace("%", "%%")
+    return parser
+
+
 def report(err: LeirError, file=None) -> None:
     print(err.format(), file=file or sys.stderr)
 

@@ -206,6 +206,6 @@ def add_rules_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--rules", metavar="DIR", action=_AddFolder, default=RuleSources(),
                    help="a folder of your own rule files (*.egg), loaded after the built-in rules; repeatable. A "
                         f"folder with its own {SCHEMA_FILE} is a complete rules directory and replaces the built-in "
-                        "rules")
+                        "rules (default: the built-in rules only)")
     g.add_argument("--no-builtin-rules", dest="rules", action=_NoBuiltin,
                    help=f"load only the --rules folders (and the package's schema, {SCHEMA_FILE})")
