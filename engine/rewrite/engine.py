@@ -19,7 +19,7 @@ from engine.rewrite.enumerate import Enumerator, InvalidNeighbour
 from engine.rewrite.meta import CATEGORIES
 from engine.rewrite.sources import RuleSources
 from engine.rewrite.steps import Step, step_from_neighbour
-from engine.rewrite.unknown import UnknownStrategy
+from engine.rewrite.unknown import UnknownStrategy, did_you_mean
 
 # set name -> which strategy blocks (engine.rewrite.rulebook.Strategy) it holds
 SETS = {
@@ -144,7 +144,7 @@ class Engine:
             raise StepError("a step must be a Step or a dict with 'rule', 'site' and 'params'")
         owner = self._enum.owner.get(step.rule)
         if owner is None:
-            raise StepError(f"no strategy has a rule named '{step.rule}'")
+            raise StepError(f"no strategy has a rule named '{step.rule}'{did_you_mean(step.rule, self._enum.owner)}")
         if owner.name not in self.strategies:
             raise StepError(f"rule '{step.rule}' belongs to strategy '{owner.name}', which this engine does not load")
         candidates, by_key = self._steps_of(program, owner.name)

@@ -164,7 +164,7 @@ def parse_blocks(text: str, filename: str):
             continue
         if f.head in ("rule", "rewrite", "birewrite"):
             name = keyword(f, ":name")
-            owner.rules.append(name.value.strip('"') if name is not None else "")
+            owner.rules.append(name.value.strip('"') if name is not None and not name.is_list else "")
     problems.extend(read_examples(text, filename, starts))
     return starts, outside, problems, identities
 

@@ -85,7 +85,10 @@ class RuleSources:
                              "reinstall it)", file=str(RULES_DIR))
         out = [schema]
         for p in ([RULES_DIR] if builtin else []) + folders:
-            out += sorted(f for f in p.glob("*.egg") if f.name != SCHEMA_FILE)
+            found = sorted(f for f in p.glob("*.egg") if f.name != SCHEMA_FILE)
+            if not found and p in folders and not (p / SCHEMA_FILE).is_file():
+                raise _error("no rule files (*.egg) in this folder", file=str(p))
+            out += found
         seen: set = set()
         return [f for f in out if not (f.resolve() in seen or seen.add(f.resolve()))]
 
