@@ -177,7 +177,9 @@ def workload_specs(names: str, shapes: str, dtypes: str, variants: int, seed: in
     wanted = list(reg) if names == "all" else [n.strip() for n in names.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in reg]
     if unknown:
-        raise LeirError(f"unknown workload(s) {', '.join(unknown)} (see dataset/workloads; 'all' takes every one)")
+        from engine.rewrite.unknown import did_you_mean
+        raise LeirError(f"--workloads: unknown workload(s) {', '.join(unknown)}{did_you_mean(unknown[0], reg)} (see "
+                        "dataset/workloads; 'all' takes every one)")
     if shapes not in ("default", "test", "random"):
         raise LeirError(f"--shapes must be default, test or random, got '{shapes}'")
     dlist = None if dtypes == "random" else [d.strip() for d in dtypes.split(",") if d.strip()]

@@ -124,11 +124,12 @@ class SearchOptions:
             if not ok:
                 raise LeirError(what)
         need(self.algorithm in ALGORITHM_NAMES,
-             f"unknown algorithm '{self.algorithm}' (expected one of {', '.join(ALGORITHM_NAMES)})")
-        need(self.policy in POLICY_NAMES, f"unknown policy '{self.policy}' (expected one of {', '.join(POLICY_NAMES)})")
-        need(self.target in TARGET_NAMES, f"unknown target '{self.target}' (expected llvm or cuda)")
+             f"--algorithm: unknown algorithm '{self.algorithm}' (expected one of {', '.join(ALGORITHM_NAMES)})")
+        need(self.policy in POLICY_NAMES,
+             f"--policy: unknown policy '{self.policy}' (expected one of {', '.join(POLICY_NAMES)})")
+        need(self.target in TARGET_NAMES, f"--target: unknown target '{self.target}' (expected llvm or cuda)")
         need(self.constraint in CONSTRAINTS,
-             f"unknown constraint '{self.constraint}' (expected one of {', '.join(CONSTRAINTS)})")
+             f"--constraint: unknown constraint '{self.constraint}' (expected one of {', '.join(CONSTRAINTS)})")
         need(isinstance(self.budget, int) and self.budget >= 1, "--budget must be a positive number of samples")
         for name in ("iterations", "per_node", "beam_width", "max_depth"):
             v = getattr(self, name)
@@ -147,7 +148,13 @@ class SearchOptions:
         need(self.menu_size >= 1, "--menu-size must be at least 1")
         need(self.prompt_tokens >= 1, "--prompt-tokens must be at least 1")
         need(self.retries >= 0, "--retries must be at least 0")
-        need(self.timeout > 0 and self.llm_timeout > 0, "timeouts must be positive")
+        need(self.timeout > 0, f"--timeout must be positive, got {self.timeout}")
+        need(self.llm_timeout > 0, f"--llm-timeout must be positive, got {self.llm_timeout}")
+        need(self.temperature >= 0, f"--temperature must be at least 0, got {self.temperature}")
+        need(self.max_tokens >= 1, f"--max-tokens must be at least 1, got {self.max_tokens}")
+        need(self.repeat >= 1, f"--repeat must be at least 1, got {self.repeat}")
+        need(self.min_repeat_ms > 0, f"--min-repeat-ms must be positive, got {self.min_repeat_ms}")
+        need(self.confirm >= 0, f"--confirm must be at least 0, got {self.confirm}")
         if self.policy in ("llm", "llm-free"):
             need(bool(self.endpoint), f"--policy {self.policy} needs --endpoint URL (an OpenAI-compatible server, "
                                       "e.g. http://localhost:8000/v1 for `vllm serve MODEL`)")
