@@ -28,7 +28,7 @@ LOOP_STRATEGIES = ("loop_split", "loop_tiling", "loop_reorder", "loop_vectorizat
 
 
 def one(path: str, singles: int, rounds: int) -> dict:
-    from dataset.timing import machine_label
+    from lowering.measure import machine_label
     from engine import Engine
     from engine.leir.canonical import renaming_key
     from engine.leir.files import load_program

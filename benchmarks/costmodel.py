@@ -65,7 +65,7 @@ def state_tau(rows, scores) -> float | None:
 
 
 def evaluate(dirs, model_file: Path, online: list[int], draws: int) -> dict:
-    from dataset.timing import machine_key
+    from lowering.measure import machine_key
     from search.costmodel import CostModel
     from search.costprior import Prior, meta_path_of
     from search.costtrain import Featurizer, timed_rows

@@ -272,7 +272,7 @@ def phase_heldout(a):
 def phase_torch(a, progs):
     """Torch eager per workload (benchmark and held-out), with ``--threads`` torch threads."""
     import torch_eager
-    from dataset.timing import machine_label
+    from lowering.measure import machine_label
     from engine.leir.files import write_atomic
     path = a.out / "torch.json"
     done = json.loads(path.read_text()) if path.exists() else {}

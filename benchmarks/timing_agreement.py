@@ -91,7 +91,7 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from dataset.timing import machine_label
+    from lowering.measure import machine_label
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         src = sources(d, args.corpus)

@@ -4,7 +4,7 @@
                                                              [--rounds 40] [--json]
 
 Each program (the examples and corpus programs, shrunk as ``--shrink`` does) is compared with
-``--copies`` copies of itself exactly as ``dataset.timing.compare_many`` compares a parent with
+``--copies`` copies of itself exactly as ``lowering.measure.Measurer`` compares a parent with
 its candidates: one interleaved schedule in one Verifier worker, under the timing lock. The
 Verifier keeps no build cache, so every copy is a build of its own (its own code and buffers, as
 a real candidate has); each trial starts a fresh worker process. A copy's true speedup is 1, so
@@ -71,19 +71,23 @@ def main() -> int:
     ap.add_argument("--min-ms", type=float, default=None, help="length of one measurement (default: --time's)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    from dataset import timing
     from lowering import Verifier
+    from lowering.measure import machine_label
+    from lowering.measure import stats as timing
     min_ms = args.min_ms or timing.MIN_MS
+    # every round of every copy: the fixed-rounds protocol (no sequential stop), noise floor 0
+    protocol = timing.Protocol(rounds=args.rounds, confidence=args.confidence, noise_floor=0.0, look_every=0,
+                               min_ms=min_ms)
     progs = load_programs(max(0, args.programs - 5))[:args.programs]
     load0 = os.getloadavg()
     t0 = time.perf_counter()
     records = []                        # (program, trial, record at full rounds)
     for p in progs:
         for t in range(args.trials):
-            with Verifier(target="llvm", cache_size=0, timeout=600) as v:
-                recs = timing.compare_many(v, p, [p] * args.copies, rounds=args.rounds, confidence=args.confidence,
-                                           noise_floor=0.0, min_ms=min_ms)
-            records += [(p.name, t, r) for r in recs if r is not None]
+            with Verifier(target="llvm", cache_size=0, timeout=600) as v:     # copies: separate builds
+                res = v.measure_paired([p] + [p] * args.copies, protocol)
+            if res["ok"]:
+                records += [(p.name, t, {"samples": s, "runs_per_sample": res["number"]}) for s in res["samples"]]
     wall = time.perf_counter() - t0
     by_rounds = {}
     for n in sorted({r for r in (10, 20, 30, 40, args.rounds) if timing.min_rounds(args.confidence) <= r
@@ -104,7 +108,7 @@ def main() -> int:
                         "abs_estimate_p95_pct": round(100 * (math.exp(quantile(est, 0.95)) - 1), 2)}
     full = by_rounds[max(by_rounds)]
     floor = (math.floor(full["f_needed_max"] * 100) + 1) / 100
-    out = {"machine": timing.machine_label("llvm"), "target": "llvm", "programs": [p.name for p in progs],
+    out = {"machine": machine_label("llvm"), "target": "llvm", "programs": [p.name for p in progs],
            "copies": args.copies, "trials": args.trials, "rounds": args.rounds, "min_ms": min_ms,
            "confidence": args.confidence, "runs_per_sample": sorted({r["runs_per_sample"] for _, _, r in records}),
            "by_rounds": by_rounds, "noise_floor": floor, "load_average_before": [round(x, 2) for x in load0],

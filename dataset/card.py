@@ -121,11 +121,14 @@ def _timing(t: dict | None) -> list[str]:
     v = t["verdicts"]
     lines = ["", "## Timings", "",
              f"Each row's program was timed against its parent (the program the step was applied to) in "
-             f"{t['rounds']} interleaved rounds on one warm worker (parent, candidate, parent, ... under a "
-             f"machine-wide timing lock). `timing.speedup` is the median of the per-round ratios parent / candidate, "
-             f"`timing.ci` its distribution-free {t['confidence']:g} confidence interval (sign test), and "
-             f"`timing.verdict` is `tie` when the interval widened by the noise floor {t['noise_floor']:g} holds 1, "
-             f"else `faster` or `slower`; `timing.samples` keeps the paired times every figure is re-derived from "
+             f"interleaved rounds on one warm worker (parent, candidate, parent, ... under a machine-wide timing "
+             f"lock), at most {t['rounds']} rounds: a candidate stops as soon as its verdict is clear (the sequential "
+             f"rule looks every {t.get('look_every', 0) or t['rounds']} rounds, each look's interval at a confidence "
+             f"corrected for the number of looks, so every verdict holds at {t['confidence']:g} overall). "
+             f"`timing.speedup` is the median of the per-round ratios parent / candidate, "
+             f"`timing.ci` its distribution-free confidence interval (sign test), and "
+             f"`timing.verdict` is `faster` or `slower` when the interval clears the noise floor {t['noise_floor']:g} "
+             f"(1 ± the floor), else `tie`; `timing.samples` keeps the paired times every figure is re-derived from "
              f"(`python -m dataset.check`). Timings say how fast a program ran on the machine named below, not "
              f"elsewhere; the measured times are the only part of a job that differs between two runs.", "",
              f"- verdicts: {v['faster']} faster, {v['slower']} slower, {v['tie']} tie "

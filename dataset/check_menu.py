@@ -2,7 +2,7 @@
 
 A menu row's prompt is asked again (``dataset.menu.question``: the search's own function) and must
 be the row's, byte for byte, with the entries under the same numbers; each entry's verdict is
-re-derived from its timing samples (``dataset.timing.verdict_of``) and its reason re-checked like a
+re-derived from its timing samples (``lowering.measure.verdict_of``) and its reason re-checked like a
 row's trace (``dataset.claims``: description, instance part, benefit sentences, measured sentence);
 the answer must be the entry ``menu_answer`` picks. The pair files must be exactly the pairs the
 rows give (``menu_row_pairs``, ``single_row_pairs``).
@@ -52,7 +52,7 @@ def _check_row(where, m, options, engine, report, question, menu_answer, answer_
     from engine.leir.files import program_from_json
 
     from .claims import check_trace
-    from .timing import verdict_of
+    from lowering.measure import verdict_of
     program = program_from_json(m["program"])
     if m["depth"] == 0:
         q = question(engine, options, program)

@@ -114,7 +114,7 @@ def _menu_items(path: Path, split: str, system_prompt: str) -> list[dict]:
                             "an answer names)", no, 1, str(path))
         items.append({"kind": "menu", "id": rec["id"], "split": rec["split"],
                       "messages": prompt_messages(rec["messages"], system_prompt), "menu": rec["menu"],
-                      "answer": rec["answer"]})
+                      "answer": rec["answer"], "program": rec.get("program")})
     return items
 
 

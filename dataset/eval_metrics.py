@@ -7,12 +7,17 @@ estimator ``1 - C(n-c, k) / C(n, k)`` (n attempts, c of them equal), per strateg
 difficulty bucket of the prompt, and the distribution of the strategies the model chose
 (Figure 5): what it claims (``applied_strategies``) and, separately, what the engine says the
 change is when one rule step reaches it. Menu prompts: the valid-answer rate, agreement with
-the measured-fastest entry and the mean regret (best speedup / chosen speedup).
+the measured-fastest entry and the mean regret (best speedup / chosen speedup), the rates with
+Wilson 95% intervals, the mean regret with a seeded percentile-bootstrap 95% interval.
 """
 from __future__ import annotations
 
+import random
 from collections import Counter
-from math import comb
+from math import comb, sqrt
+
+Z95 = 1.959963984540054          # the standard normal's 97.5% point
+BOOTSTRAP = 10000                 # resamples of a mean's interval (seeded: the same results every run)
 
 LADDER = ("diff", "build", "exec", "equal")
 PAPER_TABLE2 = {          # spec search.md 7.1: one attempt, temperature 0, % of 2248 test cases
@@ -31,6 +36,28 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def wilson(successes: int, n: int, z: float = Z95):
+    """The Wilson score interval of a binomial proportion (95% by default); None without trials."""
+    if n == 0:
+        return None
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6)]
+
+
+def mean_interval(values: list[float], seed: int = 0, confidence: float = 0.95):
+    """A percentile-bootstrap interval of a mean (seeded, so deterministic); None when empty."""
+    if not values:
+        return None
+    rng = random.Random(f"bootstrap:{seed}:{len(values)}")
+    n = len(values)
+    means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(BOOTSTRAP))
+    lo = means[int((1 - confidence) / 2 * BOOTSTRAP)]
+    hi = means[min(BOOTSTRAP - 1, int((1 + confidence) / 2 * BOOTSTRAP))]
+    return [round(lo, 6), round(hi, 6)]
 
 
 def _rate(num: float, den: float):
@@ -106,8 +133,12 @@ def menu_metrics(results: list[dict]) -> dict:
     label = sum(1 for r in valid if r["matches_label"])
     regrets = [r["regret"] for r in valid if r["regret"] is not None]
     return {"prompts": n, "valid": len(valid), "valid_rate": _rate(len(valid), n),
-            "agreement": _rate(agree, n), "agreement_of_valid": _rate(agree, len(valid)),
+            "valid_interval": wilson(len(valid), n),
+            "agreement": _rate(agree, n), "agreement_interval": wilson(agree, n),
+            "agreement_of_valid": _rate(agree, len(valid)),
             "label_agreement": _rate(label, n),
             "mean_regret": round(sum(regrets) / len(regrets), 6) if regrets else None,
+            "regret_interval": mean_interval(regrets),
             "regret_answers": len(regrets), "unmeasured_choices": len(valid) - len(regrets),
+            "out_of_form": sum(1 for r in results if r.get("in_form") is False),
             "statuses": dict(sorted(Counter(r["status"] for r in results).items()))}

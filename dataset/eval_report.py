@@ -20,6 +20,28 @@ def _ladder_table(rows: dict, k: int, head: str) -> list[str]:
     return out
 
 
+def _span(v) -> str:
+    return "" if not v else f" [{100 * v[0]:.1f}, {100 * v[1]:.1f}]"
+
+
+def comparison_table(rows: dict) -> str:
+    """One row per chooser (model, random, cost model): prompts, valid answers, agreement with
+    the measured-fastest entry and mean regret, each with its interval."""
+    out = ["| chooser | menus | valid answers % | agreement with the fastest % | mean regret (best / chosen) |",
+           "|---|---|---|---|---|"]
+    for name, m in rows.items():
+        if m.get("unavailable"):
+            out.append(f"| {name} | - | - | - | unavailable: {m['unavailable']} |")
+            continue
+        reg = m.get("mean_regret")
+        ri = m.get("regret_interval")
+        out.append(f"| {name} | {m['prompts']} | {_pct(m['valid_rate'])}{_span(m.get('valid_interval'))} | "
+                   f"{_pct(m['agreement'])}{_span(m.get('agreement_interval'))} | "
+                   f"{'-' if reg is None else format(reg, '.3f')}"
+                   f"{'' if not ri else f' [{ri[0]:.3f}, {ri[1]:.3f}]'} |")
+    return "\n".join(out)
+
+
 def markdown(results: dict) -> str:
     job = results["job"]
     lines = [f"# Evaluation of {job['model']}", "",
@@ -50,11 +72,12 @@ def markdown(results: dict) -> str:
                   "(the paper's models used 29 to 31)."]
     m = results.get("menu")
     if m:
-        lines += ["", "## Menu prompts", "", "| prompts | valid answers | agreement with the fastest | "
-                  "agreement with the label | mean regret (best / chosen) | choices without a speedup |",
-                  "|---|---|---|---|---|---|",
-                  f"| {m['prompts']} | {_pct(m['valid_rate'])} | {_pct(m['agreement'])} | {_pct(m['label_agreement'])} | "
-                  f"{'-' if m['mean_regret'] is None else format(m['mean_regret'], '.3f')} | {m['unmeasured_choices']} |"]
+        lines += ["", "## Menu prompts", "", comparison_table({job["model"]: m, **(m.get("baselines") or {})}),
+                  "", f"Agreement with the label: {_pct(m['label_agreement'])}; choices of an entry without a "
+                  f"measured speedup: {m['unmeasured_choices']}; constraint: {job.get('constraint_kept') or '-'} "
+                  f"({m.get('out_of_form', 0)} answer(s) outside it: the server did not enforce it). "
+                  "Rates with Wilson 95% intervals, mean regret (best / chosen speedup) with a bootstrap 95% "
+                  "interval; random: expectations with the 2.5%-97.5% range of seeded random choosers."]
     if results.get("unfinished"):
         lines += ["", f"**{results['unfinished']} prompt(s) got no answer (llm error) and are not counted; run the "
                   "same command again to ask them again.**"]

@@ -22,6 +22,8 @@ from pathlib import Path
 from engine.leir.diagnostics import LeirError
 
 FORMAT = "leir-model-evaluation"
+# the constraint forms whose answer is one number: a menu row's prompt asks for "its number only"
+NUMBER_MODES = ("auto", "choice", "regex", "grammar", "none")
 SYSTEM_PROMPT = "You are a helpful assistant."        # the training system prompt (spec dataset.md 7)
 EPILOG = """examples:
   python -m dataset.evaluate out/examples --endpoint http://localhost:8000/v1 --model Qwen/Qwen3-8B
@@ -40,6 +42,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--model", required=True, help="model name as the server knows it")
     ap.add_argument("-o", "--output", help="results folder (default DATASET/eval-MODEL; resumable)")
     ap.add_argument("--split", default="test", help="test (default), train or all")
+    ap.add_argument("--kind", choices=("all", "single", "menu"), default="all",
+                    help="which prompts: single-step, menu, or all (default) that the dataset has")
     ap.add_argument("--attempts", type=int, default=1, help="answers per single-step prompt: pass@1 and pass@k "
                                                             "(default 1, as the paper's Table 2)")
     ap.add_argument("--concurrency", type=int, default=4, help="requests in flight (default 4)")
@@ -51,6 +55,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--system-prompt", default=SYSTEM_PROMPT,
                    help=f"for rows without one (default: the training prompt, {SYSTEM_PROMPT!r})")
     g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    g.add_argument("--constraint", default="auto", choices=NUMBER_MODES,
+                   help="menu prompts: how the answer is tied to the menu numbers, the search's machinery "
+                        "(search.constraint): auto (default) tries choice (vLLM), regex (SGLang), grammar (llama.cpp) "
+                        "and keeps the first form the server accepts and follows; none sends no constraint")
     g.add_argument("--llm-timeout", type=float, default=300.0, help="seconds per request (default 300)")
     g.add_argument("--retries", type=int, default=4, help="retries on 429/5xx/timeouts (default 4)")
     v = ap.add_argument_group("verification")
@@ -61,6 +69,8 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--timeout", type=float, default=300.0, help="seconds per build/run (default 300)")
     o = ap.add_argument_group("output")
     o.add_argument("--no-plot", action="store_true", help="do not draw OUT/results.png")
+    o.add_argument("--no-baselines", action="store_true",
+                   help="menu prompts: leave out the random-choice and shipped-cost-model rows of the comparison")
     o.add_argument("--json", action="store_true", help="print results.json's metrics on stdout")
     o.add_argument("--restart", action="store_true", help="discard the journal of an earlier run in OUT")
     from engine.rewrite.sources import add_rules_options
@@ -84,19 +94,27 @@ def request_seed(seed: int, item: dict, round_: int) -> int:
 
 def options_of(a) -> dict:
     temperature = a.temperature if a.temperature is not None else (0.0 if a.attempts == 1 else 0.7)
-    return {"model": a.model, "split": a.split, "attempts": a.attempts, "temperature": temperature,
+    return {"model": a.model, "split": a.split, "kind": a.kind, "attempts": a.attempts, "temperature": temperature,
             "max_tokens": a.max_tokens, "seed": a.seed, "system_prompt": a.system_prompt, "trials": a.trials,
-            "target": a.target, "tolerance": a.tolerance}
+            "target": a.target, "tolerance": a.tolerance, "constraint": a.constraint}
 
 
-def ask(client, item: dict, opts: dict) -> dict:
-    """The answers to one prompt: ``attempts`` for a single prompt, one for a menu; answers a
-    server did not return (one ignoring ``n``) are asked for again, up to ``attempts`` rounds."""
+def menu_parts(form, item: dict) -> dict:
+    """The request fields that tie a menu prompt's answer to its numbers in ``form``."""
+    return form.menu(list(range(1, len(item["menu"]) + 1)), 1) if form is not None else {}
+
+
+def ask(client, item: dict, opts: dict, form=None) -> dict:
+    """The answers to one prompt: ``attempts`` for a single prompt, one for a menu (constrained
+    to its numbers in ``form``, a ``search.constraint.Form``); answers a server did not return
+    (one ignoring ``n``) are asked for again, up to ``attempts`` rounds."""
     want = opts["attempts"] if item["kind"] == "single" else 1
+    parts = menu_parts(form, item) if item["kind"] == "menu" else {}
     texts, usage, error = [], {"prompt_tokens": 0, "completion_tokens": 0}, None
     for round_ in range(want):
         res = client.chat(item["messages"], n=want - len(texts), temperature=opts["temperature"],
-                          max_tokens=opts["max_tokens"], seed=request_seed(opts["seed"], item, round_))
+                          max_tokens=opts["max_tokens"], seed=request_seed(opts["seed"], item, round_),
+                          extra_body=parts.get("extra_body"), response_format=parts.get("response_format"))
         if res.error is not None:
             error = res.error
             break
@@ -110,26 +128,63 @@ def ask(client, item: dict, opts: dict) -> dict:
     return {"texts": texts, "usage": usage, "error": error}
 
 
-def judge(item: dict, answers: dict, single_judge) -> dict:
+def negotiate(client, item: dict, opts: dict):
+    """The constraint form of the run's menu prompts (``search.constraint.Negotiator``, number
+    forms only): ``auto`` asks ``item`` in each form in turn and keeps the first the server
+    accepts (no validation error) and follows (the answer is a menu number). Returns (form, the
+    negotiation's record)."""
+    from search.constraint import FORM, Negotiator, in_menu_form
+    neg = Negotiator(opts["constraint"], "menu")
+    numbers = list(range(1, len(item["menu"]) + 1))
+    while True:
+        forms = [f for f in neg.candidates() if f.name in NUMBER_MODES and f.name not in
+                 {t["form"] for t in neg.tried}] or [FORM["none"]]
+        form = forms[0]
+        if neg.settled or form.name == "none":
+            return form, neg.state() | {"kept": form.name}
+        res = ask(client, item, dict(opts, attempts=1), form)
+        err = res["error"]
+        if err is not None and not err.get("validation"):       # a server fault, not a refusal: nothing learnt
+            if err["type"] == "APIConnectionError":
+                raise LeirError(f"cannot reach the endpoint: {err['message'][:120]} (is the server running?)")
+            raise LeirError(f"the endpoint failed on the first menu prompt ({err['type']}: {err['message'][:160]}); "
+                            "run the same command again")
+        if err is not None:
+            neg.note(form, "rejected", None, f"HTTP {err.get('status')}: {err.get('message')}")
+        elif not in_menu_form(form, res["texts"][0], numbers, 1):
+            neg.note(form, "ignored", None, f"answer not in the form: {res['texts'][0][:200]!r}")
+        else:
+            neg.note(form, "accepted", None)
+            return form, neg.state()
+
+
+def judge(item: dict, answers: dict, single_judge, form=None) -> dict:
     from engine.leir.files import program_from_json
 
     from .eval_judge import judge_menu
     base = {"kind": item["kind"], "id": item["id"], "usage": answers["usage"]}
     if item["kind"] == "menu":
-        return base | judge_menu(answers["texts"][0], item)
+        from search.constraint import in_menu_form
+        text = answers["texts"][0]
+        # an answer outside the form the server was asked in: it did not enforce the constraint
+        in_form = form is None or in_menu_form(form, text, list(range(1, len(item["menu"]) + 1)), 1)
+        return base | judge_menu(text, item) | {"in_form": in_form}
     original = program_from_json(item["program"])
     return base | {"strategy": item["strategy"], "category": item["category"], "bucket": item["bucket"],
                    "attempts": [single_judge.judge(t, original) for t in answers["texts"]]}
 
 
-def summarize(job: dict, results: list[dict], unfinished: int) -> dict:
+def summarize(job: dict, results: list[dict], unfinished: int, baselines=None) -> dict:
     from .eval_metrics import menu_metrics, single_metrics
     single = [r for r in results if r["kind"] == "single"]
     menu = [r for r in results if r["kind"] == "menu"]
+    menu_summary = menu_metrics(menu) if menu else None
+    if menu_summary is not None and baselines is not None:
+        menu_summary["baselines"] = baselines
     tokens = {k: sum(r["usage"].get(k, 0) for r in results) for k in ("prompt_tokens", "completion_tokens")}
     return {"format": FORMAT, "version": 1, "job": job,
             "single": single_metrics(single, job["attempts"]) if single else None,
-            "menu": menu_metrics(menu) if menu else None,
+            "menu": menu_summary,
             "tokens": tokens | {"prompt_tokens_per_prompt": round(tokens["prompt_tokens"] / len(results), 1)
                                 if results else None},
             "unfinished": unfinished, "prompts": results}
@@ -151,11 +206,12 @@ def _main(argv) -> int:
     if a.retries < 0 or a.timeout <= 0 or a.llm_timeout <= 0:
         raise LeirError("--retries must be at least 0 and timeouts positive")
     from .eval_items import load_items
-    items = load_items(a.dataset, a.split, a.system_prompt)
+    items = [it for it in load_items(a.dataset, a.split, a.system_prompt) if a.kind in ("all", it["kind"])]
     if a.limit is not None:
         items = items[:a.limit]
     if not items:
-        raise LeirError(f"no prompts in split '{a.split}' of this dataset", file=a.dataset)
+        raise LeirError(f"no {'' if a.kind == 'all' else a.kind + ' '}prompts in split '{a.split}' of this dataset",
+                        file=a.dataset)
     check_endpoint(a.endpoint, a.model, api_key_env=a.api_key_env, timeout=min(a.llm_timeout, 30.0))
     return run(a, items)
 
@@ -185,6 +241,17 @@ def run(a, items: list[dict]) -> int:
         verifier = Verifier(target=a.target, trials=a.trials, timeout=a.timeout, seed=a.seed,
                             log=str(journal.root / "workers.log"))
         single_judge = SingleJudge(verifier, a.tolerance, rules=a.rules)
+    form, negotiation = None, None
+    saved = journal.root / "negotiation.json"
+    if any(it["kind"] == "menu" for it in items):
+        from search.constraint import FORM
+        if saved.exists():                      # the form of the run this journal belongs to
+            negotiation = json.loads(saved.read_text())
+        elif any(it["kind"] == "menu" for _, it in pending):
+            _, negotiation = negotiate(client, next(it for _, it in pending if it["kind"] == "menu"), opts)
+            write_atomic(saved, json.dumps(negotiation) + "\n")
+        if negotiation is not None:
+            form = FORM[negotiation["kept"]]
     bar = Progress(total=len(items), done=len(items) - len(pending), unit="prompt", desc="evaluate")
     unfinished, answered = 0, False
     try:
@@ -196,7 +263,7 @@ def run(a, items: list[dict]) -> int:
                     nxt = next(todo, None)
                     if nxt is None:
                         return
-                    window.append((nxt, pool.submit(ask, client, nxt[1], opts)))
+                    window.append((nxt, pool.submit(ask, client, nxt[1], opts, form)))
             feed()
             while window:
                 (tid, item), fut = window.popleft()
@@ -213,7 +280,7 @@ def run(a, items: list[dict]) -> int:
                           file=sys.stderr)
                 else:
                     answered = True
-                    journal.commit(tid, judge(item, answers, single_judge))
+                    journal.commit(tid, judge(item, answers, single_judge, form))
                 bar.advance(unanswered=unfinished)
                 feed()
     finally:
@@ -222,8 +289,15 @@ def run(a, items: list[dict]) -> int:
             verifier.close()
     job = {"dataset": Path(a.dataset).resolve().name, **opts,
            "prompts": len(items), "limit": a.limit}
+    if negotiation is not None:
+        job["constraint_kept"] = negotiation["kept"]
     results = [journal.load(tid) for tid in ids if journal.done(tid)]
-    summary = summarize(job, results, unfinished)
+    menus = [it for it in items if it["kind"] == "menu"]
+    baselines = None
+    if menus and not a.no_baselines:
+        from .eval_baselines import baselines as compute_baselines
+        baselines = compute_baselines(menus, a.target, a.seed, rules=a.rules)
+    summary = summarize(job, results, unfinished, baselines)
     write_atomic(out / "results.json", json.dumps(summary, indent=1) + "\n")
     write_atomic(out / "results.md", markdown(summary))
     if not a.no_plot:

@@ -18,7 +18,7 @@ from pathlib import Path
 from engine.leir.diagnostics import LeirError
 from engine.rewrite.sources import add_rules_options
 
-from .timing import CONFIDENCE, NOISE_FLOOR, ROUNDS, min_rounds
+from lowering.measure.stats import CONFIDENCE, LOOK_EVERY, NOISE_FLOOR, ROUNDS, looks, min_rounds
 
 DEFAULT_MAX_POINTS = 1 << 24
 
@@ -68,16 +68,31 @@ def parser() -> argparse.ArgumentParser:
                         "(noop_on_target: true; dropped by default)")
     g.add_argument("--time", action="store_true",
                    help="time each row's program against its parent in interleaved rounds: speedup, confidence "
-                        "interval, verdict faster/slower/tie (dataset.timing); write preferences.jsonl")
-    g.add_argument("--rounds", type=int, help=f"with --time: interleaved rounds per candidate (default {ROUNDS})")
+                        "interval, verdict faster/slower/tie (lowering.measure); write preferences.jsonl")
+    g.add_argument("--rounds", type=int,
+                   help=f"with --time: most interleaved rounds per candidate (default {ROUNDS}); a candidate stops "
+                        f"earlier once its verdict is clear (--look-every)")
+    g.add_argument("--look-every", type=int,
+                   help=f"with --time: rounds between two looks of the sequential rule, which stops timing a "
+                        f"candidate once it is decided (default {LOOK_EVERY}; 0: always --rounds rounds)")
     g.add_argument("--noise-floor", type=float,
                    help=f"with --time: relative difference an A/A comparison shows on this machine, below which a "
                         f"speedup is a tie (default {NOISE_FLOOR}, measured by benchmarks/timing_noise.py)")
     g.add_argument("--confidence", type=float, help=f"with --time: confidence of the interval (default {CONFIDENCE})")
+    g.add_argument("--database", metavar="FILE",
+                   help="with --time: the evaluation database (JSON lines, shared with python -m search): timings "
+                        "it holds for this machine are reused, new ones are added, so a repeated job re-times "
+                        "nothing")
     g.add_argument("--menu", action="store_true",
                    help="with --time: menu rows (train/menu.jsonl, test/menu.jsonl), the search's question at each "
                         "program, every entry shown verified and timed, answered with the measured-fastest faster "
                         "one; and their preference pairs")
+    g.add_argument("--menu-size", type=int,
+                   help="with --menu: menu entries the question shows at most, as the search's --menu-size (default "
+                        "the search's, 40); a small model is asked a short menu")
+    g.add_argument("--prompt-tokens", type=int,
+                   help="with --menu: the question's prompt budget in estimated tokens, as the search's "
+                        "--prompt-tokens (default the search's, 2000)")
     g.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS,
                    help=f"skip programs with more iteration points than this, with a note (default "
                         f"{DEFAULT_MAX_POINTS}; 0: no limit)")
@@ -135,14 +150,16 @@ def _strategy_names(args) -> list[str]:
 def timing_options(args):
     """False without --time, else the measurement's result options (rounds, floor, confidence)."""
     given = [n for n, v in (("--rounds", args.rounds), ("--noise-floor", args.noise_floor),
-                            ("--confidence", args.confidence)) if v is not None]
+                            ("--confidence", args.confidence), ("--look-every", args.look_every),
+                            ("--database", args.database)) if v is not None]
     if not args.time:
         if given:
             raise LeirError(f"{given[0]} sets how --time measures: use it with --time")
         return False
     t = {"rounds": ROUNDS if args.rounds is None else args.rounds,
          "noise_floor": NOISE_FLOOR if args.noise_floor is None else args.noise_floor,
-         "confidence": CONFIDENCE if args.confidence is None else args.confidence}
+         "confidence": CONFIDENCE if args.confidence is None else args.confidence,
+         "look_every": LOOK_EVERY if args.look_every is None else args.look_every}
     if not 0.5 <= t["confidence"] < 1:
         raise LeirError(f"--confidence must be in [0.5, 1), got {t['confidence']}")
     if not 0 <= t["noise_floor"] < 1:
@@ -150,7 +167,28 @@ def timing_options(args):
     if t["rounds"] < min_rounds(t["confidence"]):
         raise LeirError(f"--rounds {t['rounds']} cannot give a {t['confidence']:g} confidence interval: at least "
                         f"{min_rounds(t['confidence'])} rounds")
+    if t["look_every"] < 0:
+        raise LeirError(f"--look-every must be >= 0, got {t['look_every']}")
+    looks(t["rounds"], t["confidence"], t["look_every"])
     return t
+
+
+def menu_options(args):
+    """False without --menu, else the question's size options (``dataset.menu.search_options``
+    asks it with them, as ``python -m search --menu-size N --prompt-tokens T`` does)."""
+    given = [n for n, v in (("--menu-size", args.menu_size), ("--prompt-tokens", args.prompt_tokens)) if v is not None]
+    if not args.menu:
+        if given:
+            raise LeirError(f"{given[0]} sets the menu question: use it with --menu")
+        return False
+    from search.options import SearchOptions
+    d = SearchOptions()
+    out = {"menu_size": d.menu_size if args.menu_size is None else args.menu_size,
+           "prompt_tokens": d.prompt_tokens if args.prompt_tokens is None else args.prompt_tokens}
+    for name, v in out.items():
+        if v < 1:
+            raise LeirError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
+    return out
 
 
 def options_of(args) -> dict:
@@ -162,10 +200,16 @@ def options_of(args) -> dict:
     check_rulebook(book)                 # every rule-file error, located, before any work
     return {"seed": args.seed, "per_program": args.per_program, "strategies": _strategies(args.strategies, book),
             "rules": book.manifest(), "rule_bundle": args.rules.bundle(),
-            "target": args.target, "verify_target": args.verify_on, "time": timing_options(args), "menu": bool(args.menu),
+            "target": args.target, "verify_target": args.verify_on, "time": timing_options(args), "menu": menu_options(args),
             "depth": args.depth, "walks": args.walks, "keep_noop": bool(args.keep_noop),
             "max_points": args.max_points or None, "shrink": args.shrink_points if args.shrink else None, "timeout": args.timeout,
-            "trials": 3}
+            "trials": 3, "database": _database_path(args)}
+
+
+def _database_path(args):
+    """The evaluation database's absolute path (workers may run elsewhere; it is not a result
+    option: a cached timing is the timing that would have been measured)."""
+    return str(Path(args.database).resolve()) if args.database else None
 
 
 def main(argv=None) -> int:
@@ -194,6 +238,7 @@ def main(argv=None) -> int:
     if args.timeout <= 0:
         raise LeirError("--timeout must be positive")
     timing_options(args)            # its errors before any work
+    menu_options(args)
     return run(args)
 
 

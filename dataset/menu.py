@@ -3,8 +3,8 @@
 For a state (a program reached from a source by verified steps), ``menu_state`` asks the question
 ``python -m search --policy llm`` asks there (``search.question.menu_question`` over
 ``search.space.Space.menu``: the same entries, numbers and words), verifies every entry shown,
-times each one that passes against the state program (``dataset.timing.compare_many``: interleaved
-rounds, an interval and a verdict per entry) and renders each entry's reason: the rule block's
+times each one that passes against the state program (``lowering.measure.Measurer``: interleaved
+rounds, an interval and a verdict per entry; an entry the state's rows timed is not timed again) and renders each entry's reason: the rule block's
 description, what the step changes in this program (``dataset.cot``), what it can improve here
 (``dataset.benefit``) and its measured effect.
 
@@ -15,9 +15,10 @@ answer with entries whose verdict is ``slower`` or ``tie`` (``menu_pairs``), and
 of one state by their own timing verdicts (``single_pairs``).
 
 The question uses the search's defaults (``QUESTION``: greedy, one choice, a number as the answer,
-``--menu-size 40``, ``--prompt-tokens 2000``, compact entries, the search's system prompt) with the
-job's ``--seed`` and ``--target``: a menu row's messages are byte for byte the request of
-``python -m search PROGRAM --policy llm --per-node 1 --seed SEED --target TARGET`` at that state.
+compact entries, the search's system prompt) with the job's ``--seed``, ``--target``, ``--menu-size``
+and ``--prompt-tokens`` (default 40 and 2000, the search's): a menu row's messages are byte for byte
+the request of ``python -m search PROGRAM --policy llm --per-node 1 --seed SEED --target TARGET
+--menu-size N --prompt-tokens T`` at that state.
 """
 from __future__ import annotations
 
@@ -30,8 +31,13 @@ QUESTION = {"algorithm": "greedy", "policy": "llm", "per_node": 1}
 
 
 def search_options(options: dict):
+    """The ``SearchOptions`` the question is asked with: the job's seed, target and menu size
+    options (``options["menu"]``: {"menu_size", "prompt_tokens"}; ``True`` in datasets written
+    before they were options: the search's defaults)."""
     from search.options import SearchOptions
+    size = options.get("menu") if isinstance(options.get("menu"), dict) else {}
     return SearchOptions(seed=int(options.get("seed") or 0), target=options.get("target") or "llvm",
+                         **{k: size[k] for k in ("menu_size", "prompt_tokens") if k in size},
                          **{k: v for k, v in QUESTION.items()})
 
 
@@ -157,7 +163,6 @@ def menu_state(runner, program, parent_program=None, depth: int = 0, history=(),
     ``dataset.task.Runner`` (engine, verifier, options); ``verified``: step key -> whether the task
     already found it equal (the entries it did not verify are verified here); ``timed``: step key ->
     the timing record the task already measured against this state (the others are timed here)."""
-    from . import timing as timing_mod
     eng, verifier, opts = runner.engine, runner.verifier, runner.options
     q = question(eng, opts, program, parent_program, depth, history, closed)
     verified = dict(verified or {})
@@ -168,9 +173,7 @@ def menu_state(runner, program, parent_program=None, depth: int = 0, history=(),
         ok.append(verified[c.step.key])
     timing_of = {k: r for k, r in (timed or {}).items() if r is not None}
     measured = [c for c, good in zip(q.shown, ok) if good and c.step.key not in timing_of]
-    t = opts.get("time") or {}          # the job's --rounds, --noise-floor, --confidence
-    records = timing_mod.compare_many(verifier, program, [c.program for c in measured], rounds=t["rounds"],
-                                      confidence=t["confidence"], noise_floor=t["noise_floor"]) if measured else []
+    records = runner.measurer.compare(program, [c.program for c in measured]) if measured else []
     timing_of.update({c.step.key: r for c, r in zip(measured, records)})
     entries = []
     for i, (c, good) in enumerate(zip(q.shown, ok)):

@@ -53,14 +53,19 @@ VERIFICATION = obj({"equal": BOOL, "reason": STR, "target": STR,
                     "tolerance": obj({"mode": STR, "formula": STR, "k": NINT, "reduction_length": NINT}),
                     "max_abs_err": NNUM, "max_rel_err": NNUM,
                     "trials": arr(obj({"trial": INT, "seed": arr(INT), "equal": BOOL, "outputs": arr(COMPARISON)}))})
-# dataset.timing: the row's program against its parent in interleaved rounds (null without --time,
-# or when the measurement failed); samples are the paired per-round times the figures derive from
-MACHINE = obj({"cpu": STR, "gpu": NSTR, "cores": INT})
-TIMING = obj({"target": STR, "machine": MACHINE, "method": {"type": "string", "enum": ["interleaved"]},
-              "rounds": INT, "runs_per_sample": INT, "parent_ms": NUM, "candidate_ms": NUM, "speedup": NUM,
+# lowering.measure: the row's program against its parent in interleaved rounds (null without --time,
+# or when the measurement failed); samples are the paired per-round times the figures derive from.
+# ``sequential`` records (the rule that stops a decided candidate early) name their most rounds, the
+# looks and each look's confidence; ``interleaved`` records (fixed rounds, older jobs) do not.
+MACHINE = obj({"cpu": STR, "gpu": NSTR, "cores": INT, "threads": NINT}, optional=("threads",))
+TIMING = obj({"target": STR, "machine": MACHINE,
+              "method": {"type": "string", "enum": ["sequential", "interleaved"]},
+              "rounds": INT, "max_rounds": INT, "look_every": INT, "look_confidence": NUM,
+              "runs_per_sample": INT, "parent_ms": NUM, "candidate_ms": NUM, "speedup": NUM,
               "ci": {**arr(NUM), "minItems": 2, "maxItems": 2}, "confidence": NUM, "noise_floor": NUM,
               "verdict": {"type": "string", "enum": ["faster", "slower", "tie"]},
-              "samples": obj({"parent": arr(NUM), "candidate": arr(NUM)})}, nullable=True)
+              "samples": obj({"parent": arr(NUM), "candidate": arr(NUM)})}, nullable=True,
+             optional=("max_rounds", "look_every", "look_confidence"))
 RULE_FILES = arr(obj({"file": STR, "sha256": STR}))      # the rule files that made a row (names, content hashes)
 DIFFICULTY = obj({"K": INT, "P": INT, "S": INT, "score": NUM, "bucket": BUCKET, "computed_bucket": BUCKET})
 

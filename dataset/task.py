@@ -119,6 +119,7 @@ class Runner:
         self.options = dict(options)
         self._engine = None
         self._verifier = None
+        self._measurer = None
         self._target = None
         self._rules_dir = None
         self._enum_cache: dict = {}           # the walk's look-ahead enumerations, by LEIR text
@@ -160,7 +161,21 @@ class Runner:
                                       timeout=self.options.get("timeout"), seed=int(self.options.get("seed") or 0))
         return self._verifier
 
+    @property
+    def measurer(self):
+        """Paired timings (``lowering.measure.Measurer``) with the job's protocol; its cache is the
+        job's evaluation database (``--database``) or this worker's memory, so a candidate is timed
+        once per state, whether a row or a menu asks first."""
+        if self._measurer is None:
+            from lowering.measure import EvaluationDatabase, Measurer
+
+            from .timing import protocol_of_options
+            db = EvaluationDatabase(self.options["database"]) if self.options.get("database") else None
+            self._measurer = Measurer(self.verifier, protocol_of_options(self.options["time"]), database=db)
+        return self._measurer
+
     def close(self) -> None:
+        self._measurer = None
         if self._verifier is not None:
             self._verifier.close()
             self._verifier = None
@@ -289,12 +304,9 @@ class Runner:
         return pairs
 
     def _time(self, program, rows: list, programs: list) -> None:
-        """Each row's timing record: its program against the parent, interleaved (dataset.timing);
-        a row whose timing failed keeps ``timing`` null."""
-        from .timing import compare_many
-        t = self.options["time"]
-        records = compare_many(self.verifier, program, programs, rounds=t["rounds"], confidence=t["confidence"],
-                               noise_floor=t["noise_floor"])
+        """Each row's timing record: its program against the parent (``lowering.measure``); a row
+        whose timing failed keeps ``timing`` null."""
+        records = self.measurer.compare(program, programs)
         for row, rec in zip(rows, records):
             row["timing"] = rec
             row["cot"] += measured_sentence(rec)      # "" when the measurement failed

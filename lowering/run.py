@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 import numpy as np
@@ -34,6 +35,12 @@ class Built:
     vectorized: bool  # False when the vectorised form was rejected by TVM and rebuilt serially
     scratch: tuple = ()   # (name, shape, dtype) of the buffers main takes after the outputs
     notes: tuple = ()     # cuda: (statement, loop, why) for bound loops run serially
+
+    @cached_property
+    def module(self):
+        """The executable loaded and linked once (``Executable["main"]`` would load it again on
+        every call: a few tens of milliseconds, more than a small program's run)."""
+        return self.executable.jit()
 
 
 CACHE_SIZE = 128      # compiled programs kept per process (least recently used dropped first)
@@ -152,7 +159,7 @@ def run_built(built: Built, program, inputs: dict, device=None) -> dict[str, np.
     dev = device_for(built.target, device)
     args, outs = arguments(program, inputs, dev, built.scratch)
     try:
-        built.executable["main"](*args, *outs)
+        built.module["main"](*args, *outs)
         if built.target == "cuda":
             dev.sync()
     except Exception as e:
@@ -173,10 +180,10 @@ def time_built(built: Built, program, inputs: dict, device=None, warmup: int = 3
     dev = device_for(built.target, device)
     args, outs = arguments(program, inputs, dev, built.scratch)
     try:
-        fn = built.executable["main"]
+        fn = built.module["main"]
         for _ in range(warmup):
             fn(*args, *outs)
-        ev = built.executable.jit().time_evaluator("main", dev, number=number, repeat=repeat)
+        ev = built.module.time_evaluator("main", dev, number=number, repeat=repeat)
         res = ev(*args, *outs)
     except Exception as e:
         raise LoweringError(f"timing failed: {first_line(e)}", stage="exec") from None

@@ -10,7 +10,7 @@ measurements never overlap, whatever the number of workers or Verifiers.
     v = Verifier(target="llvm", trials=3, tolerance="strict", timeout=60)
     verdict = v.verify(original, candidate)          # .equal, .reason, .to_json()
     m = v.measure(candidate)                          # .median_ms, .spread_ms, .to_json()
-    t = v.measure_schedule([a, b], [[0, 1, 0]] * 20)  # interleaved rounds (dataset.timing)
+    t = v.measure_schedule([a, b], [[0, 1, 0]] * 20)  # interleaved rounds (lowering.measure)
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from typing import Optional
 from engine.leir.diagnostics import LeirError
 from engine.leir.procs import WorkerFailed, WorkerProcess
 
-from .timing_lock import TimingLock
+from .measure.lock import TimingLock
 
 # exactness of a rewrite (rule metadata) -> the tolerance that verifies it
 TOLERANCE_FOR_EXACTNESS = {"bitwise": "exact", "reassociating": "strict"}
@@ -215,7 +215,7 @@ def _measure_now(program: dict, opts: dict) -> dict:
 
 
 def _schedule_now(programs: list, schedule: list, opts: dict) -> dict:
-    from .paired import measure_schedule_now
+    from .measure.rounds import measure_schedule_now
     return measure_schedule_now(programs, schedule, opts)
 
 
@@ -233,7 +233,13 @@ def _build_now(program: dict, opts: dict) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
-HANDLERS = {"build": _build_now, "verify": _verify_now, "against": _against_now, "measure": _measure_now, "schedule": _schedule_now}
+def _paired_now(programs: list, opts: dict) -> dict:
+    from .measure.rounds import measure_paired_now
+    return measure_paired_now(programs, opts)
+
+
+HANDLERS = {"build": _build_now, "verify": _verify_now, "against": _against_now, "measure": _measure_now,
+            "schedule": _schedule_now, "paired": _paired_now}
 
 
 class Verifier:
@@ -324,7 +330,7 @@ class Verifier:
 
     def measure_schedule(self, programs: list, schedule: list[list[int]], min_ms: float = 0.5,
                          best_of: int = 5) -> dict:
-        """Interleaved timings (``lowering.paired``): ``programs`` (one interface) built and warmed
+        """Interleaved timings (``lowering.measure.rounds``): ``programs`` (one interface) built and warmed
         in one worker, then measured in the order of ``schedule`` (per round, indices into
         ``programs``) under one hold of the timing lock. {"ok", "reason", "message", "failed",
         "number", "times": ms per round per entry, "seconds"}."""
@@ -334,6 +340,20 @@ class Verifier:
             return out
         reason, msg = out
         return {"ok": False, "reason": reason, "message": msg, "failed": None, "number": None, "times": [],
+                "seconds": 0.0}
+
+    def measure_paired(self, programs: list, protocol) -> dict:
+        """A parent (``programs[0]``) against candidates in interleaved rounds under the sequential
+        rule of ``protocol`` (a ``lowering.measure.Protocol``), built and warmed once in one worker,
+        under one hold of the timing lock (``lowering.measure.rounds.measure_paired_now``). {"ok",
+        "reason", "message", "failed", "number", "samples": per candidate {"parent", "candidate"},
+        "rounds", "seconds"}."""
+        opts = self._opts(None) | {"protocol": protocol.to_json()}
+        out = self._run("paired", ([p.to_json() for p in programs], opts))
+        if isinstance(out, dict):
+            return out
+        reason, msg = out
+        return {"ok": False, "reason": reason, "message": msg, "failed": None, "number": None, "samples": [],
                 "seconds": 0.0}
 
     def close(self) -> None:

@@ -89,16 +89,18 @@ def _main(argv) -> int:
         from .plot import plot_trajectories
         plot_trajectories([traj], a.plot)
     if a.json:
-        print(json.dumps({k: best[k] for k in ("speedup", "search_speedup", "median_ms", "original_ms",
-                                                "strategies", "steps")}, indent=1))
+        print(json.dumps({k: best.get(k) for k in ("speedup", "ci", "significant", "search_speedup", "median_ms",
+                                                    "original_ms", "strategies", "steps")}, indent=1))
     else:
-        # the two times the speedup is the ratio of: the confirmation's rounds when there were any
-        conf = best["confirmed"] or {}
-        before, after = (conf["original_ms"], conf["median_ms"]) if conf.get("median_ms") else \
-            (best["original_ms"], best["median_ms"])
-        print(f"{program.name}: {best['speedup']:.3f}x faster ({before:.4f} -> {after:.4f} ms), "
-              f"{len(best['steps'])} step(s): {' -> '.join(s.get('strategy', '?') for s in best['steps']) or '(none)'}; "
-              f"{traj.samples} samples; trajectory {a.output}")
+        from .run import closing
+        steps = " -> ".join(s.get("strategy", "?") for s in best["steps"]) or "(none)"
+        if best.get("significant"):
+            # the two times the speedup is the ratio of: the confirmation's medians when there was one
+            line = (f"{best['speedup']:.3f}x faster [{best['ci'][0]:.3f}x, {best['ci'][1]:.3f}x] "
+                    f"({best['original_ms']:.4f} -> {best['median_ms']:.4f} ms), {len(best['steps'])} step(s): {steps}")
+        else:
+            line = closing(best)
+        print(f"{program.name}: {line}; {traj.samples} samples; trajectory {a.output}")
     why = model_failure(traj.record.get("samples") or [])
     if why:
         print(f"error: {why}; the trajectory {a.output} holds each failure", file=sys.stderr)

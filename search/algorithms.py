@@ -8,6 +8,11 @@ Differences from the reference implementation, on purpose (spec search.md 9): BF
 only verified candidates and use the paper's depth 20 (the reference: 4); MCTS runs the
 paper's 20 iterations (reference: 10) and does real rollouts (reference: none); every
 algorithm also stops when the sample budget is spent.
+
+Every child is timed against its parent in paired rounds (``search.evaluate``), so "better than
+the parent" is a verdict: a child is better when it is significantly ``faster`` (its interval
+clears 1 + the noise floor), never because one median came out lower. Greedy moves only to such a
+child; beam and DFS rank significantly faster children first, then by the estimated speedup.
 """
 from __future__ import annotations
 
@@ -42,19 +47,24 @@ def params(options) -> dict:
     return p
 
 
+def better(n) -> tuple:
+    """Rank of a node among siblings: significantly faster than its parent first, then by speedup."""
+    return (n.verdict == "faster", n.speedup, -n.id)
+
+
 def greedy(run, p):
     """Expand the current node (``per_node`` proposals) and keep the locally best: move to the
-    best-speedup child among all accepted children of the current node when it is faster than
-    the current node; otherwise stay and expand it again (the menu no longer offers what was
-    tried, and failed proposals feed the prompt)."""
+    best-speedup child among the accepted children of the current node that are significantly
+    faster than it (paired verdict ``faster``); otherwise stay and expand it again (the menu no
+    longer offers what was tried, and failed proposals feed the prompt)."""
     current = run.root
     for _ in range(p["iterations"]):
         if run.stopped():
             return
         run.expand(current, p["per_node"])
-        kids = run.children(current)
-        best = max(kids, key=lambda n: (n.speedup, -n.id)) if kids else None
-        if best is not None and best.speedup > current.speedup:
+        faster = [n for n in run.children(current) if n.verdict == "faster"]
+        best = max(faster, key=better) if faster else None
+        if best is not None:
             current = best
         elif run.menu_empty(current):
             return run.stop("no legal step left at the current node")
@@ -62,8 +72,9 @@ def greedy(run, p):
 
 
 def beam(run, p):
-    """Expand every beam node; the next beam is the top ``beam_width`` by speedup among all
-    accepted children of the beam; keep the beam when there are none."""
+    """Expand every beam node; the next beam is the top ``beam_width`` among all accepted
+    children of the beam (significantly faster than their parent first, then by speedup); keep
+    the beam when there are none."""
     frontier = [run.root]
     for _ in range(p["iterations"]):
         if run.stopped():
@@ -74,7 +85,7 @@ def beam(run, p):
             run.expand(node, p["per_node"])
         kids = [c for n in frontier for c in run.children(n)]
         if kids:
-            frontier = sorted(kids, key=lambda n: (-n.speedup, n.id))[:p["beam_width"]]
+            frontier = sorted(kids, key=better, reverse=True)[:p["beam_width"]]
         elif all(run.menu_empty(n) for n in frontier):
             return run.stop("no legal step left in the beam")
     run.stop("iterations")
@@ -90,7 +101,7 @@ def _tree(run, p, lifo: bool):
             continue
         kids = run.expand(node, p["per_node"])
         # DFS: push so that the best child is expanded first
-        order = sorted(kids, key=lambda n: (n.speedup, -n.id)) if lifo else kids
+        order = sorted(kids, key=better) if lifo else kids
         todo.extend(order)
     run.stop("search space exhausted")
 

@@ -101,8 +101,10 @@ class CostModel:
         return n
 
     def add_row(self, d: dict) -> int:
-        """Add one stored row (1) unless its feature version or layout differs (0)."""
-        if d.get("version") != FEATURES_VERSION:
+        """Add one stored row (1) unless its feature version or layout differs, or it is labelled
+        with the speedup over the original (rows of earlier versions) rather than over the state the
+        move was made at (0)."""
+        if d.get("version") != FEATURES_VERSION or d.get("label") != "parent":
             return 0
         x = self._align(d)
         if x is None:
@@ -133,9 +135,11 @@ def pretrained_status(target: str, strategies: tuple[str, ...], seed: int = 0) -
 
 def database_row(program_name: str, original_key: str, key: str, x: list[float], n_program: int,
                  path_strategies: list[str], log_speedup: float, target: str) -> dict:
+    """A stored row: features of a state relative to the state the move was made at, the move's
+    strategies, and the log of the paired speedup over that state (``label: parent``)."""
     return {"version": FEATURES_VERSION, "program": program_name, "original": original_key, "key": key,
             "target": target, "program_features": x[:2 * n_program], "path_strategies": path_strategies,
-            "log_speedup": log_speedup}
+            "log_speedup": log_speedup, "label": "parent"}
 
 
 def save_rows(path: str, rows: list[dict]) -> None:

@@ -3,10 +3,12 @@
     python -m search.costmodel train DATASET_DIR... -o search/models/llvm.json
 
 Each row of ``DATASET_DIR/rows.jsonl`` made with ``python -m dataset.generate --time`` is one
-step timed against the state it was applied to. Its example is the search's own input
-(``features.relative``) of the transformed program against that state, the path being the one
-step's strategy, and its label the log of the measured speedup: at a state, what the ``cost``
-policy ranks. Programs are split by a hash of their name: a held-out program never trains.
+step timed against the state it was applied to; each accepted sample of a search trajectory
+(``python -m search ... -o TRAJ.json``; menu moves, composite moves among them, and rollouts, at
+any depth) is a move timed against the node it was made at. Its example is the search's own input
+(``features.relative``) of the resulting program against that state, the path being the move's
+strategies, and its label the log of the paired speedup over the state: at a state, what the
+``cost`` policy ranks and what the search decides on. Programs are split by a hash of their name: a held-out program never trains.
 The output is deterministic (one thread, exact trees, rows in id order): the same datasets give
 a byte-identical model and metadata.
 """
@@ -40,11 +42,43 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def trajectory_rows(path: Path) -> tuple[list[dict], dict]:
+    """The moves of a search trajectory timed against the node they were made at, as rows."""
+    from .trajectory import load_trajectory
+    rec = load_trajectory(str(path)).record
+    nodes = {n["id"]: n for n in rec["nodes"]}
+    prog = rec["program"]
+    out = []
+    for s in rec["samples"]:
+        o = s.get("outcome") or {}
+        t = o.get("timing")
+        node = nodes.get(s.get("node"))
+        if s.get("kind") not in ("menu", "rollout", "free") or o.get("status") != "accepted" or not t \
+                or node is None or not s.get("leir") or o.get("parent") != node["key"]:
+            continue
+        steps = s.get("steps") or ([s["step"]] if s.get("step") else [])
+        moves = [st.get("strategy", "") for st in steps] or [s.get("strategy") or "free-form"]
+        rid = hashlib.sha256(json.dumps([node["leir"], s["leir"]]).encode()).hexdigest()[:16]
+        out.append({"id": rid, "program": prog["name"], "state": dict(prog, leir=node["leir"]),
+                    "transformed": s["leir"], "strategy": moves[-1], "moves": moves,
+                    "log_speedup": math.log(t["speedup"]), "target": t.get("target"), "machine": t.get("machine")})
+    return out, {"name": path.name, "rows_sha256": _sha256(path), "sources": [prog["name"]],
+                 "options": {"trajectory": True, "algorithm": rec["options"].get("algorithm"),
+                             "policy": rec["options"].get("policy"), "budget": rec["options"].get("budget")}}
+
+
 def timed_rows(dirs: list[str]) -> tuple[list[dict], list[dict]]:
-    """The timed rows of finished datasets (sorted by id; a row in two datasets once: the first
-    dataset's) and a record of each source dataset."""
+    """The timed rows of finished datasets and search trajectories (a trajectory file, or a folder
+    of them; sorted by id; a row in two sources once: the first source's) and a record of each
+    source."""
     rows, sources = [], []
     for d in dirs:
+        if Path(d).is_file() or not (Path(d) / "rows.jsonl").is_file() and any(Path(d).glob("*.json")):
+            for f in ([Path(d)] if Path(d).is_file() else sorted(Path(d).glob("*.json"))):
+                got, src = trajectory_rows(f)
+                rows += got
+                sources.append(src)
+            continue
         p = Path(d) / "rows.jsonl"
         if not p.is_file():
             raise LeirError(f"{d}: no rows.jsonl (expected the output folder of python -m dataset.generate --time)")
@@ -85,7 +119,7 @@ class Featurizer:
     def row(self, r: dict) -> list[float]:
         state = self.program(r["state"])
         cand = self.program(dict(r["state"], leir=r["transformed"]))
-        return relative(cand, state, [r["strategy"]], self.strategies)
+        return relative(cand, state, r.get("moves") or [r["strategy"]], self.strategies)
 
 
 def train_booster(X: list[list[float]], y: list[float], names: list[str], rounds: int = PRIOR_ROUNDS):
@@ -139,7 +173,7 @@ def train(dirs: list[str], out: str, *, target: str = "llvm", strategies: str = 
     """Train on the non-held-out rows of ``dirs``; write the booster to ``out`` and the
     metadata next to it (``model_paths``), each atomically. Returns the metadata."""
     from engine.leir.files import write_atomic
-    from dataset.timing import machine_key
+    from lowering.measure import machine_key
     rows, sources = timed_rows(dirs)
     rows = [r for r in rows if r["target"] == target]
     if not rows:
@@ -186,7 +220,8 @@ def _main(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(prog="python -m search.costmodel", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="train the cost model's prior from timed dataset rows")
-    t.add_argument("datasets", nargs="+", help="output folders of python -m dataset.generate --time")
+    t.add_argument("datasets", nargs="+", help="output folders of python -m dataset.generate --time, search "
+                                                "trajectories (python -m search -o TRAJ.json) or folders of them")
     t.add_argument("-o", "--output", required=True, help="model file (TARGET.json; metadata beside it)")
     t.add_argument("--target", default="llvm", choices=("llvm", "cuda"))
     t.add_argument("--strategies", default="paper", help="strategy set of the feature layout (the search's)")

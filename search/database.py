@@ -11,6 +11,7 @@ writing; a torn last line is skipped when read and cut off before the next appen
   the cost model needs at the top level (``version``, ``program_features``,
   ``path_strategies``, ``log_speedup``: the cost-row format, so ``CostModel.load`` reads the
   file as it is);
+* ``timing``: a paired comparison, the timing cache (``lowering.measure.cache``);
 * lines without ``kind`` are cost rows of ``--cost-db`` files of earlier versions.
 
 A verdict is against one original, and a timing holds on one machine: outcomes are reused
@@ -20,10 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
+from lowering.measure.database import EvaluationDatabase
 
 
 def run_id(program_json: dict, options_json: dict) -> str:
@@ -34,47 +34,17 @@ def run_id(program_json: dict, options_json: dict) -> str:
 
 
 def machine_of(target: str) -> dict:
-    from dataset.timing import machine_label
+    from lowering.measure import machine_label
     return machine_label(target)
 
 
-class Database:
-    """Records in memory, appended to ``path`` when one is given (read first when it exists)."""
+class Database(EvaluationDatabase):
+    """The evaluation database with the search's records (``original``, ``outcome``); its
+    ``timing`` records are the paired-timing cache (``lowering.measure``)."""
 
     def __init__(self, path: Optional[str] = None, *, machine: Optional[dict] = None):
-        self.path = str(path) if path else None
+        super().__init__(path)
         self.machine = machine
-        self.records: list[dict] = []
-        self.torn = 0                 # unreadable last lines skipped
-        if self.path and Path(self.path).exists():
-            self.records = list(self._read(Path(self.path)))
-
-    def _read(self, p: Path) -> Iterator[dict]:
-        from engine.leir.files import json_lines
-        for _, d in json_lines(p, torn_tail=True):
-            if d is None:                         # a line cut short by a killed writer
-                self.torn += 1
-            elif isinstance(d, dict):
-                yield d
-
-    def append(self, record: dict) -> dict:
-        """Commit one record: in memory and, with a path, one line appended and flushed."""
-        self.records.append(record)
-        if self.path:
-            p = Path(self.path)
-            if p.parent and not p.parent.exists():
-                p.parent.mkdir(parents=True, exist_ok=True)
-            if p.exists() and p.stat().st_size:
-                with open(p, "rb+") as f:
-                    f.seek(-1, os.SEEK_END)
-                    if f.read(1) != b"\n":       # a torn last line (never committed): cut it off
-                        f.seek(0)
-                        f.truncate(f.read().rfind(b"\n") + 1)
-            with open(p, "a") as f:
-                f.write(json.dumps(record, sort_keys=True) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-        return record
 
     # ------------------------------------------------------------------ writing
 
@@ -114,8 +84,9 @@ class Database:
         return found
 
     def cost_rows(self, exclude_run: Optional[str] = None) -> list[dict]:
-        """Rows with features (the cost model's): outcome records that carry them and the
-        rows of older ``--cost-db`` files; those of ``exclude_run`` left out (a resumed run
-        observes its own again)."""
-        return [r for r in self.records if "log_speedup" in r and r.get("kind") in (None, "outcome")
-                and (exclude_run is None or r.get("run") != exclude_run)]
+        """Rows with features (the cost model's): outcome records that carry them, labelled with
+        the log speedup over the node the move was made at (``label: parent``; rows of earlier
+        versions, labelled over the original, are left out); those of ``exclude_run`` left out (a
+        resumed run observes its own again)."""
+        return [r for r in self.records if "log_speedup" in r and r.get("kind") == "outcome"
+                and r.get("label") == "parent" and (exclude_run is None or r.get("run") != exclude_run)]

@@ -1,18 +1,21 @@
-"""Verification and measurement of candidates, cached modulo renaming.
+"""Verification and paired timing of candidates, cached modulo renaming.
 
-Every candidate is verified against the *original* program (not its parent), so errors
-cannot accumulate unseen along a trajectory: bitwise-exact when every step of its path is
-bitwise, strict otherwise (free-form programs: strict). Verified candidates are timed with
-``Verifier.measure`` (warm-up, repeats, median); the number of runs per repeat is chosen
-from the original's run time so that each repeat lasts ``min_repeat_ms``. Builds may run in
-parallel (``workers``); timings hold the Verifier's machine-wide lock and never overlap.
+Every candidate is verified against the *original* program (not its parent), so errors cannot
+accumulate unseen along a trajectory: bitwise-exact when every step of its path is bitwise,
+strict otherwise (free-form programs: strict). Verified candidates are timed against the node
+they were proposed at (``lowering.measure.Measurer``: interleaved rounds, a sign-test interval,
+the sequential rule, the timing cache of the evaluation database), so what a search decides on
+is a paired verdict against the parent (``faster``, ``slower`` or ``tie`` beyond the noise
+floor), never one median against another taken at another moment. A candidate's speedup over
+the original is its parent's times its ratio over the parent (``speedup``), with the product of
+the intervals along its path (``speedup_ci``); the final confirmation times the best candidates
+against the original itself.
 """
 from __future__ import annotations
 
 import math
-import statistics
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from engine.leir.diagnostics import LeirError
@@ -22,22 +25,33 @@ ACCEPTED = "accepted"
 
 @dataclass
 class Outcome:
-    """What verifying (and measuring) one candidate state gave."""
+    """What verifying (and timing) one candidate state gave."""
 
     key: str
     status: str                       # accepted | a Verdict reason | "measure failed"
     message: Optional[str] = None
     tolerance: Optional[str] = None
     max_abs_err: Optional[float] = None
-    median_ms: Optional[float] = None
+    median_ms: Optional[float] = None     # its median in the paired comparison
     spread_ms: Optional[float] = None
     times_ms: list = field(default_factory=list)
-    speedup: Optional[float] = None
+    speedup: Optional[float] = None       # over the original: the parent's speedup x ratio
     seconds: float = 0.0
+    parent: Optional[str] = None          # renaming key of the program it was timed against
+    ratio: Optional[float] = None         # speedup over that parent (median of the paired ratios)
+    ci: Optional[list] = None             # the ratio's interval
+    verdict: Optional[str] = None         # faster | slower | tie, against the parent
+    speedup_ci: Optional[list] = None     # over the original: the product of the intervals along the path
+    timing: Optional[dict] = None         # the paired record (lowering.measure.stats)
 
     @property
     def accepted(self) -> bool:
         return self.status == ACCEPTED
+
+    @property
+    def faster(self) -> bool:
+        """Significantly faster than the program it was timed against."""
+        return self.verdict == "faster"
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -52,15 +66,24 @@ def path_tolerance(exactness: list[str]) -> str:
     return "exact" if exactness and all(e == "bitwise" for e in exactness) else "strict"
 
 
+def chain(parent_speedup: float, parent_ci: Optional[list], ratio: float, ci: list) -> tuple[float, list]:
+    """(speedup, interval) over the original of a state reached from a parent by one timed edge."""
+    lo, hi = parent_ci or [1.0, 1.0]
+    return parent_speedup * ratio, [lo * ci[0], hi * ci[1]]
+
+
 class Evaluator:
-    """Verifies and times candidate programs against one original on one target."""
+    """Verifies candidates against one original and times them against their parent, on one target."""
 
     def __init__(self, original, target: str = "llvm", trials: int = 3, timeout: float = 300.0,
                  workers: int = 1, seed: int = 0, min_repeat_ms: float = 2.0, repeat: int = 7,
-                 recorded: Optional[dict] = None, log=None, verifier=None):
+                 recorded: Optional[dict] = None, log=None, verifier=None, protocol=None, database=None):
         """``verifier``: a ``lowering.Verifier`` to share (its worker processes stay warm across
-        runs; the caller closes it); by default the evaluator makes and closes its own."""
+        runs; the caller closes it); by default the evaluator makes and closes its own.
+        ``protocol``: the paired-timing protocol (``lowering.measure.Protocol``); ``database``: the
+        evaluation database whose timing cache it reads and extends (None: in memory)."""
         from lowering import Verifier
+        from lowering.measure import Measurer, TimingCache
         self.original = original
         self.target = target
         self.workers = workers
@@ -72,7 +95,9 @@ class Evaluator:
         elif verifier.target != target:
             raise LeirError(f"the shared verifier is for target '{verifier.target}', the search for '{target}'")
         self.verifier = verifier
-        self.cache: dict[str, Outcome] = {}
+        self.measurer = Measurer(verifier, protocol, cache=TimingCache(database))
+        self.protocol = self.measurer.protocol
+        self.cache: dict[str, Outcome] = {}          # verifications, by state key
         self.recorded: dict[str, Outcome] = dict(recorded or {})   # outcomes of an interrupted run
         self.baseline_ms: Optional[float] = None
         self.baseline: Optional[dict] = None
@@ -80,8 +105,9 @@ class Evaluator:
     # ------------------------------------------------------------------ the original
 
     def measure_original(self, recorded: Optional[dict] = None) -> dict:
-        """Time the original (choosing the runs per repeat from a first probe); raises
-        ``LeirError`` when it cannot be measured on this target (e.g. no CUDA device)."""
+        """Time the original alone (its absolute time, for the record; choosing the runs per
+        repeat from a first probe); raises ``LeirError`` when it cannot be measured on this target
+        (e.g. no CUDA device)."""
         if recorded:
             self.verifier.number = int(recorded.get("number", 1))
             self.baseline, self.baseline_ms = recorded, float(recorded["median_ms"])
@@ -105,9 +131,20 @@ class Evaluator:
     def known(self, key: str) -> Optional[Outcome]:
         return self.cache.get(key)
 
-    def evaluate(self, items: list[tuple]) -> list[tuple[Outcome, bool]]:
-        """``items``: (program, renaming key, tolerance). Returns (outcome, fresh) per item: a
-        state already evaluated in this run comes from the cache (fresh False)."""
+    def recorded_outcome(self, key: str) -> Optional[Outcome]:
+        """An interrupted run's outcome of ``key`` (taken: a resumed run uses it once)."""
+        return self.recorded.pop(key, None)
+
+    def verify(self, original, program, tolerance: str):
+        """A ``Verdict`` of ``program`` against ``original`` (the kernel search: a variant against its
+        slot's kernel)."""
+        return self.verifier.verify(original, program, tolerance)
+
+    def evaluate(self, items: list[tuple], parent=None) -> list[tuple[Outcome, bool]]:
+        """``items``: (program, renaming key, tolerance); ``parent``: the node they were proposed at
+        (``search.space.Node``; None: the root). Returns (outcome, fresh) per item: verified against
+        the original (a state verified before in this run comes from the cache: fresh False), and,
+        when equal, timed against the parent."""
         out: list = [None] * len(items)
         todo = []
         for i, (prog, key, tol) in enumerate(items):
@@ -118,8 +155,7 @@ class Evaluator:
                 out[i] = (self.cache[key], True)
             else:
                 todo.append(i)
-        # verification: in parallel when there are several workers
-        if todo:
+        if todo:                      # verification: in parallel when there are several workers
             jobs = [(items[i][0], items[i][2]) for i in todo]
             if self.workers > 1 and len(jobs) > 1:
                 with ThreadPoolExecutor(self.workers) as pool:
@@ -129,41 +165,49 @@ class Evaluator:
             for i, v in zip(todo, verdicts):
                 prog, key, tol = items[i]
                 o = Outcome(key, ACCEPTED if v.equal else v.reason, v.message, tol, v.max_abs_err, seconds=v.seconds)
-                if v.equal:                     # timings: one at a time (the Verifier's lock)
-                    m = self.verifier.measure(prog)
-                    o.seconds += m.seconds
-                    if m.ok:
-                        o.median_ms, o.spread_ms, o.times_ms = m.median_ms, m.spread_ms, m.times_ms
-                        o.speedup = self.baseline_ms / m.median_ms if m.median_ms > 0 else None
-                    else:
-                        o.status, o.message = "measure failed", f"{m.reason}: {m.message}"
                 self.cache[key] = o
                 out[i] = (o, True)
-        return out
+        return self._time(items, out, parent)
+
+    def _time(self, items, out, parent) -> list[tuple[Outcome, bool]]:
+        """Each accepted outcome timed against ``parent`` (one interleaved schedule for all of them;
+        an outcome recorded against this parent is reused)."""
+        from engine.leir.canonical import renaming_key
+        pprog = parent.program if parent is not None else self.original
+        pkey = parent.key if parent is not None else renaming_key(self.original)
+        psp = parent.speedup if parent is not None else 1.0
+        pci = getattr(parent, "speedup_ci", None) if parent is not None else None
+        need = [i for i, (o, _) in enumerate(out) if o.accepted and not (o.parent == pkey and o.timing)]
+        records = self.measurer.compare(pprog, [items[i][0] for i in need]) if need else []
+        timed = dict(zip(need, records))
+        result = []
+        for i, (o, fresh) in enumerate(out):
+            if i in timed:
+                rec = timed[i]
+                if rec is None:
+                    o = replace(o, status="measure failed", message="the paired timing failed (build or run)")
+                else:
+                    sp, sci = chain(psp or 1.0, pci, rec["speedup"], rec["ci"])
+                    o = replace(o, parent=pkey, ratio=rec["speedup"], ci=list(rec["ci"]), verdict=rec["verdict"],
+                                median_ms=rec["candidate_ms"], times_ms=list(rec["samples"]["candidate"]),
+                                speedup=sp, speedup_ci=sci, timing=rec)
+                self.cache[o.key] = o
+            result.append((o, fresh))
+        return result
+
+    def time_alone(self, program):
+        """A ``Measurement`` of one program alone (warm-up, repeats, median): what weighs the kernel
+        search's slots against each other; every comparison is paired (``evaluate``)."""
+        return self.verifier.measure(program)
 
     def verify_only(self, program, tolerance: str):
         return self.verifier.verify(self.original, program, tolerance)
 
-    def confirm(self, programs: list, rounds: int = 3) -> list[dict]:
-        """Re-time the original and each program in alternation, ``rounds`` times, so that
-        load on the machine hits both alike; speedup = median of the original's medians over
-        the median of the program's."""
-        base, per = [], [[] for _ in programs]
-        for _ in range(rounds):
-            m = self.verifier.measure(self.original)
-            if m.ok:
-                base.append(m.median_ms)
-            for i, p in enumerate(programs):
-                m = self.verifier.measure(p)
-                if m.ok:
-                    per[i].append(m.median_ms)
-        out = []
-        b = statistics.median(base) if base else None
-        for ms in per:
-            med = statistics.median(ms) if ms else None
-            out.append({"original_ms": b, "median_ms": med, "rounds": rounds, "original_medians_ms": base,
-                        "medians_ms": ms, "speedup": (b / med) if (b and med) else None})
-        return out
+    def confirm(self, programs: list) -> list[Optional[dict]]:
+        """The original and ``programs`` timed afresh in interleaved rounds: one paired record per
+        program against the original (None: it could not be timed). Not read from the timing cache:
+        the figures a search reports are measured at its end, all together."""
+        return self.measurer.compare(self.original, programs, reuse=False) if programs else []
 
     def close(self) -> None:
         if self._own:

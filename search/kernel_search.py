@@ -2,14 +2,17 @@
 
 The root is split into per-statement kernels (``search.kernels``); each kernel is measured
 alone (a sample) and its variants are explored with the engine's steps on the kernel program
-(local by construction), each verified against its kernel on seeded inputs and timed alone (a
-sample). Cross-statement steps of the root (fusion, inline, online softmax, ...) give other
+(local by construction), each verified against its kernel on seeded inputs and timed against it
+in paired rounds (a sample; ``lowering.measure``: a ratio, its interval and a verdict). A variant
+counts as faster than its kernel only when its verdict says so: a tie costs the kernel's time. Cross-statement steps of the root (fusion, inline, online softmax, ...) give other
 *structures*; their kernels are keyed by renaming key, so a statement they leave alone shares
 the root's slot, its variants and its measurements. Every slot's variants are one e-class of
 ``search.egraph.ChoiceGraph``; what to measure next is read off an optimistic extraction
 (measured time where known, an estimate elsewhere), and the result is the extraction over
 measured kernels only, composed back into one program by replaying each kernel step on the
-whole program, then verified and timed whole (one sample).
+whole program, then verified against the original and timed against it in paired rounds (one
+sample) every ``--compose-every`` samples and at the end, so the whole program's verdict keeps
+the kernel search honest while it runs.
 
 Estimates of unmeasured variants: the kernel cost model's prediction (``CostModel`` rows of
 this run's kernel measurements, relative to the slot's kernel; the shipped prior when the
@@ -57,6 +60,7 @@ class Variant:
     parent: Optional[str] = None
     rank: int = 0                      # prior order among its siblings
     ms: Optional[float] = None
+    verdict: Optional[str] = None      # paired verdict against the slot's kernel
     status: Optional[str] = None       # None: unmeasured; "accepted" or why not
     expanded: bool = False
     moves: int = 0                     # moves from the slot's kernel (a composite move is one, of several steps)
@@ -119,7 +123,6 @@ class KernelSearch:
     def __init__(self, run, p: dict):
         self.run = run
         self.engine = run.engine
-        self.verifier = run.evaluator.verifier
         self.options = run.options
         self.rng = random.Random(run.options.seed)
         self.limits = Limits(p.get("max_depth", 3), p.get("kernel_nodes", 2000), p.get("kernel_seconds", 300.0))
@@ -130,6 +133,9 @@ class KernelSearch:
         self._features: dict[str, list[float]] = {}
         self.stats: dict = {}
         self.composite_variants = 0
+        self.compositions: list[dict] = []
+        self._composed: set[str] = set()
+        self._next_compose = run.options.compose_every
 
     # ------------------------------------------------------------------ helpers
 
@@ -204,39 +210,57 @@ class KernelSearch:
     def _sample(self, kind: str, outcome: Outcome, **extra) -> None:
         """Charge one sample to the run (the trajectory's ``samples``; never the best-so-far
         curve: a kernel's speedup is not the program's)."""
-        self.run._record(self.run.root, kind, outcome, **extra)
+        self.run.record_sample(self.run.root, kind, outcome, **extra)
 
     def _measure(self, v: Variant) -> None:
-        """Verify ``v`` against its slot's kernel (the kernel itself: none) and time it alone."""
+        """The slot's kernel: timed alone (its time weighs the slots against each other). A
+        variant: verified against its slot's kernel and timed against it in paired rounds; its
+        time is the kernel's over the paired ratio, and a variant that is not significantly faster
+        or slower (a tie) costs the kernel's time."""
         base = self.variants[v.base]
         tol = path_tolerance([s.get("exactness", "") for s in v.steps]) if v.steps else None
-        o = self.run.evaluator.recorded.pop(v.key, None)        # a resumed run: measured already
+        ev = self.run.evaluator
+        o = ev.recorded_outcome(v.key)                    # a resumed run: measured already
         if o is None:
             o = Outcome(v.key, ACCEPTED, tolerance=tol)
             if v.steps:
-                verdict = self.verifier.verify(base.program, v.program, tol)
+                verdict = ev.verify(base.program, v.program, tol)
                 o.status, o.message, o.max_abs_err, o.seconds = (ACCEPTED if verdict.equal else verdict.reason,
                                                                  verdict.message, verdict.max_abs_err, verdict.seconds)
-            if o.accepted:
-                m = self.verifier.measure(v.program)
+            if o.accepted and not v.steps:
+                m = ev.time_alone(v.program)
                 o.seconds += m.seconds
                 if m.ok:
                     o.median_ms, o.spread_ms, o.times_ms = m.median_ms, m.spread_ms, m.times_ms
                 else:
                     o.status, o.message = "measure failed", f"{m.reason}: {m.message}"
-        v.status, v.ms = o.status, o.median_ms if o.accepted else None
-        ksp = base.ms / v.ms if (v.ms and base.ms) else None
+            elif o.accepted:
+                rec = ev.measurer.compare_one(base.program, v.program)
+                if rec is None:
+                    o.status, o.message = "measure failed", "the paired timing failed (build or run)"
+                else:
+                    o.parent, o.ratio, o.ci, o.verdict, o.timing = base.key, rec["speedup"], rec["ci"], \
+                        rec["verdict"], rec
+                    o.median_ms = base.ms / rec["speedup"] if base.ms else rec["candidate_ms"]
+        v.status = o.status
+        v.verdict = o.verdict
+        if not o.accepted:
+            v.ms = None
+        elif v.steps and base.ms and o.verdict == "tie":
+            v.ms = base.ms * (1 + 1e-9 * v.moves)         # no significant difference: the kernel's time
+        else:
+            v.ms = o.median_ms
         self._sample("kernel", o, strategy=(v.strategies[-1] if v.steps else "kernel"), slot_kernel=v.base,
-                     kernel_steps=list(v.steps), kernel_speedup=ksp)
-        if v.steps and v.ms and base.ms:
-            self.model.add(self._x(v), math.log(base.ms / v.ms))
+                     kernel_steps=list(v.steps), kernel_speedup=o.ratio, kernel_ci=o.ci, kernel_verdict=o.verdict)
+        if v.steps and o.ratio:
+            self.model.add(self._x(v), math.log(o.ratio))
 
     def _verify_structure(self, s: Structure) -> bool:
         key = renaming_key(s.program)
         tol = path_tolerance([s.step.get("exactness", "")])
-        o = self.run.evaluator.recorded.pop(key, None)
+        o = self.run.evaluator.recorded_outcome(key)
         if o is None:
-            v = self.verifier.verify(self.run.program, s.program, tol)
+            v = self.run.evaluator.verify(self.run.program, s.program, tol)
             o = Outcome(key, ACCEPTED if v.equal else v.reason, v.message, tol, v.max_abs_err, seconds=v.seconds)
         self._sample("structure", o, strategy=s.step["strategy"], step=s.step)
         s.verified = o.accepted
@@ -340,8 +364,14 @@ class KernelSearch:
 
     def _explore(self) -> None:
         """Measure the unmeasured variant of the optimistic extraction's slots with the largest
-        expected gain, until one sample is left (the composed program's)."""
+        expected gain, until one sample is left (the composed program's); every ``compose_every``
+        samples the choice so far is composed and confirmed against the original."""
+        every = self.options.compose_every
         while self.left > 1:
+            if len(self.run.samples) >= self._next_compose and self.left > 2:
+                self._next_compose = len(self.run.samples) + every
+                self._checkpoint_composition()
+                continue
             got = self._extract(self._estimates(list(self.graph.members)))
             if got is None:
                 self.limits.stop = self.limits.stop or "no measured choice"
@@ -411,36 +441,53 @@ class KernelSearch:
             self._measure(self.variants[sl.key])
         self._structures(root_slots)
         self._explore()
-        got = self._extract(None)
         composed = None
+        got = self._extract(None)
         if got is not None and self.left >= 1:
             composed = self._final(*got)
         self._finish_stats(root_slots, composed)
         run.stop(f"kernels: {self.limits.stop}")
 
+    def _checkpoint_composition(self) -> None:
+        """The extraction over what is measured so far, composed and confirmed (a sample) when it
+        is a program not composed before."""
+        got = self._extract(None)
+        if got is not None:
+            self._final(*got)
+
     def _final(self, sid: int, keys: list[str], predicted: float) -> dict:
+        """Compose the extraction, verify the whole program against the original and time it
+        against the original in paired rounds (a sample); a composition significantly faster than
+        the original becomes a node."""
         run = self.run
         program, path, mapping = self._compose(sid, keys)
-        out = {"structure": sid, "structure_step": (self.structures[sid].step or {}).get("strategy"),
-               "predicted_ms": predicted, "steps": len(path), "mapping": mapping,
-               "kernels": keys}
+        out = {"at_sample": len(run.samples), "structure": sid,
+               "structure_step": (self.structures[sid].step or {}).get("strategy"),
+               "predicted_ms": predicted, "steps": len(path), "mapping": mapping, "kernels": keys}
         key = renaming_key(program)
         if key in run.by_key:
-            out.update({"node": run.by_key[key].id, "measured_ms": run.by_key[key].median_ms})
+            n = run.by_key[key]
+            out.update({"node": n.id, "measured_ms": n.median_ms, "speedup": n.speedup, "ci": n.ci,
+                        "verdict": n.verdict})
+        elif key in self._composed or key == run.root_key:
+            out.update({"status": "composed before" if key != run.root_key else "the original"})
         else:
+            self._composed.add(key)
             tol = path_tolerance([st.get("exactness", "") for st in path])
-            res = run._measure(run.root, None, program, key, tol, "composed", [st["strategy"] for st in path],
-                               strategy="kernels", steps=path, predicted_ms=predicted)
-            run._learn([res])
+            res = run.measure(run.root, None, program, key, tol, "composed", [st["strategy"] for st in path],
+                              strategy="kernels", steps=path, predicted_ms=predicted)
+            run.learn([res])
             outcome, idx = res.outcome, res.sample
-            out.update({"status": outcome.status, "measured_ms": outcome.median_ms})
+            out.update({"status": outcome.status, "measured_ms": outcome.median_ms, "speedup": outcome.ratio,
+                        "ci": outcome.ci, "verdict": outcome.verdict})
             if outcome.accepted:
                 label = path[-1]["strategy"] if path else "kernels"
-                node = run._add_node(run.root, program, key, tuple(Step.from_json(st) for st in path), label,
-                                     outcome, idx, via="kernels")
+                node = run.add_node(run.root, program, key, tuple(Step.from_json(st) for st in path), label,
+                                    outcome, idx, via="kernels")
                 out["node"] = node.id
         if out.get("measured_ms"):
             out["predicted_over_measured"] = predicted / out["measured_ms"]
+        self.compositions.append(out)
         return out
 
     def _finish_stats(self, root_slots: list, composed: Optional[dict]) -> None:
@@ -455,7 +502,7 @@ class KernelSearch:
                           "measured": sum(1 for k in members if self.variants[k].status is not None)})
         whole = self.run.root.median_ms
         kernel_sum = sum(s["ms"] for s in slots) if all(s["ms"] for s in slots) else None
-        from dataset.timing import machine_label
+        from lowering.measure import machine_label
         self.stats = {
             "target": self.options.target, "machine": machine_label(self.options.target),
             "slots": slots, "original_ms": whole, "kernel_sum_ms": kernel_sum,
@@ -470,7 +517,8 @@ class KernelSearch:
                        "kernel_seconds": self.limits.seconds},
             "enumerated": self.limits.enumerated, "enumeration_seconds": round(self.limits.seconds_spent, 3),
             "local_stop": self.limits.stop, "model_rows": len(self.model.rows), "model_prior": self.prior,
-            "composed": composed,
+            "composed": composed, "compositions": self.compositions,
+            "compose_every": self.options.compose_every,
         }
         self.run.kernel_stats = self.stats
 

@@ -12,6 +12,7 @@ from dataclasses import MISSING, InitVar, asdict, dataclass, field, fields
 from typing import Optional
 
 from engine.leir.diagnostics import LeirError
+from lowering.measure.stats import CONFIDENCE, LOOK_EVERY, NOISE_FLOOR, ROUNDS, Protocol
 
 from .algorithms import ALGORITHMS
 from .constraint import MODES
@@ -24,6 +25,7 @@ CONSTRAINTS = MODES                          # how an llm answer is tied to the 
 MENU_DETAILS = ("compact", "full")           # menu entries: what changes | whole changed statements
 GROUPS = ("search", "measurement", "policies")
 
+COMPOSE_EVERY = 16       # kernels: samples between two compositions of the e-graph's choice
 SCREEN_SHARE = 0.25       # measure: share of the budget left screened per move
 COST_MARGIN = 0.02        # cost: predicted gain over the current node needed to pay for a measurement
 
@@ -112,6 +114,20 @@ class SearchOptions:
                          "steps (1-3)")
     composites: str = opt("auto", "policies", "composite moves in menus: auto (on except for llm policies), on, off, "
                           "or a TOML table")
+    # paired timing (lowering.measure): every decision is a paired verdict, not one median
+    rounds: int = opt(ROUNDS, "measurement",
+                      f"most interleaved rounds of a paired comparison (candidates against the node they were "
+                      f"proposed at; the best against the original at the end); a candidate stops earlier once its "
+                      f"verdict is clear (default {ROUNDS})")
+    noise_floor: float = opt(NOISE_FLOOR, "measurement",
+                             f"a speedup whose interval does not clear 1 +/- this is a tie: never a move, never "
+                             f"reported (default {NOISE_FLOOR}; benchmarks/timing_noise.py measures it)")
+    confidence: float = opt(CONFIDENCE, "measurement", f"confidence of every verdict (default {CONFIDENCE})")
+    look_every: int = opt(LOOK_EVERY, "measurement",
+                          f"rounds between two looks of the sequential rule (default {LOOK_EVERY}; 0: always --rounds)")
+    compose_every: int = opt(COMPOSE_EVERY, "search",
+                             f"kernels: compose, verify and confirm the e-graph's choice against the original every "
+                             f"this many samples (default {COMPOSE_EVERY})")
     extra: dict = opt({}, "search", flag=False)
     cost_db: InitVar[Optional[str]] = None          # the earlier name of ``database`` (a property below)
 
@@ -155,11 +171,21 @@ class SearchOptions:
         need(self.repeat >= 1, f"--repeat must be at least 1, got {self.repeat}")
         need(self.min_repeat_ms > 0, f"--min-repeat-ms must be positive, got {self.min_repeat_ms}")
         need(self.confirm >= 0, f"--confirm must be at least 0, got {self.confirm}")
+        need(self.compose_every >= 2, "--compose-every must be at least 2")
+        try:
+            self.protocol()
+        except ValueError as e:
+            raise LeirError(f"--rounds/--confidence/--noise-floor/--look-every: {e}") from None
         if self.policy in ("llm", "llm-free"):
             need(bool(self.endpoint), f"--policy {self.policy} needs --endpoint URL (an OpenAI-compatible server, "
                                       "e.g. http://localhost:8000/v1 for `vllm serve MODEL`)")
             need(bool(self.model), f"--policy {self.policy} needs --model NAME (the served model's name)")
         return self
+
+    def protocol(self) -> Protocol:
+        """How candidates are timed against each other (``lowering.measure``)."""
+        return Protocol(rounds=self.rounds, confidence=self.confidence, noise_floor=self.noise_floor,
+                        look_every=self.look_every).check()
 
     def to_json(self) -> dict:
         return asdict(self)

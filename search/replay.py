@@ -3,8 +3,8 @@ original with ``Engine.apply``, re-verify the result against the original and re
 
 Prints ``reproduced`` (the steps give the recorded program byte for byte; a free-form step,
 from ``llm-free``, is re-parsed from its recorded text), ``equal`` (verification: bitwise
-when every step is bitwise, strict otherwise) and ``speedup`` (measured now, next to the
-recorded one). Exit status 0 when reproduced and equal, 1 otherwise, 2 on bad input."""
+when every step is bitwise, strict otherwise) and ``speedup`` (measured now against the original
+in paired rounds, with its interval and verdict, next to the recorded one). Exit status 0 when reproduced and equal, 1 otherwise, 2 on bad input."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +12,7 @@ import json
 import sys
 
 
-def replay(record: dict, target: str | None = None, rounds: int = 3, rules=None) -> dict:
+def replay(record: dict, target: str | None = None, rounds: int | None = None, rules=None) -> dict:
     """``rules``: the rule sources the trajectory was made with (Engine's ``rules``); other rule
     files than the trajectory records are an error naming the difference."""
     from engine import Engine, StepError
@@ -44,15 +44,21 @@ def replay(record: dict, target: str | None = None, rounds: int = 3, rules=None)
         out.update({"reproduced": False, "equal": False, "speedup": None, "error": error})
         return out
     out["reproduced"] = program.to_leir() == best.get("leir", original.to_leir())
+    from lowering.measure import Protocol
+    protocol = Protocol(rounds=rounds or opts.get("rounds", 20), confidence=opts.get("confidence", 0.95),
+                        noise_floor=opts.get("noise_floor", 0.02), look_every=opts.get("look_every", 4))
     ev = Evaluator(original, target or opts.get("target", "llvm"), opts.get("trials", 3), opts.get("timeout", 300.0),
-                   min_repeat_ms=opts.get("min_repeat_ms", 2.0), repeat=opts.get("repeat", 7))
+                   min_repeat_ms=opts.get("min_repeat_ms", 2.0), repeat=opts.get("repeat", 7), protocol=protocol)
     try:
         tol = path_tolerance([s.get("exactness", "") for s in steps]) if steps else "exact"
         v = ev.verify_only(program, tol)
         out.update({"equal": v.equal, "verdict": v.reason, "tolerance": tol, "max_abs_err": v.max_abs_err})
-        ev.measure_original()
-        c = ev.confirm([program], rounds=rounds)[0]
-        out.update({"speedup": c["speedup"], "original_ms": c["original_ms"], "median_ms": c["median_ms"]})
+        c = ev.confirm([program])[0] if steps else None
+        if c is not None:
+            out.update({"speedup": c["speedup"], "ci": c["ci"], "timing_verdict": c["verdict"],
+                        "original_ms": c["parent_ms"], "median_ms": c["candidate_ms"], "rounds": c["rounds"]})
+        else:
+            out.update({"speedup": 1.0 if not steps else None})
     finally:
         ev.close()
     return out
@@ -71,7 +77,8 @@ def _main(argv) -> int:
     ap.add_argument("trajectory")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--target", help="re-time on another target than the recorded one")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating timing rounds (default 3)")
+    ap.add_argument("--rounds", type=int, help="most paired timing rounds against the original (default: the "
+                                               "trajectory's --rounds, 20)")
     from engine.rewrite.sources import add_rules_options
     add_rules_options(ap)
     from engine.leir.cli import say_defaults
@@ -89,7 +96,8 @@ def _main(argv) -> int:
         print(f"equal: {yn(r['equal'])}" + (f" ({r.get('verdict')}, {r.get('tolerance')})" if 'verdict' in r else ""))
         sp = r.get("speedup")
         rec_sp = r.get("recorded_speedup")
-        print(f"speedup: {sp:.3f}x" if sp else "speedup: -", end="")
+        ci = f" [{r['ci'][0]:.3f}x, {r['ci'][1]:.3f}x], {r['timing_verdict']}" if r.get("ci") else ""
+        print(f"speedup: {sp:.3f}x{ci}" if sp else "speedup: -", end="")
         print(f" (recorded {rec_sp:.3f}x)" if rec_sp else "")
         if r.get("error"):
             print(f"error: {r['error']}")

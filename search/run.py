@@ -7,9 +7,16 @@ the menu, an HTTP error after retries, a timeout). The budget bounds the samples
 already evaluated costs nothing again, and an already visited state is never offered.
 
 Measuring is the Run's alone: the policy generates proposals (seeing the run only through a
-``search.context.PolicyContext``), the Run verifies and times them, stopping at the budget,
-commits each fresh outcome to the evaluation database, lets the policy observe the results
-and choose which accepted ones become nodes.
+``search.context.PolicyContext``), the Run verifies them against the original and times the
+equal ones together against the node they were proposed at (paired rounds: a verdict
+``faster``/``slower``/``tie`` with an interval, ``search.evaluate``), stopping at the budget,
+commits each fresh outcome to the evaluation database, lets the policy observe the results and
+choose which accepted ones become nodes. At the end the best candidates are timed afresh against
+the original; a best is reported only when its interval clears 1 + the noise floor, otherwise the
+result is "no significant speedup" and the best is the original.
+
+The public methods (``measure``, ``record_sample``, ``learn``, ``add_node``, ``evaluate``) are what
+an algorithm that measures in its own way (``search.kernel_search``) uses.
 """
 from __future__ import annotations
 
@@ -62,7 +69,8 @@ class Run:
         # outcomes the database already holds for this run (resumed: not committed twice)
         self._committed = set(stored)
         self.evaluator = Evaluator(program, options.target, options.trials, options.timeout, options.workers,
-                                   options.seed, options.min_repeat_ms, options.repeat, recorded, log, verifier)
+                                   options.seed, options.min_repeat_ms, options.repeat, recorded, log, verifier,
+                                   protocol=self.options.protocol(), database=database)
         self.out = out
         self.progress = progress if progress is not None else (lambda msg: print(msg, file=sys.stderr))
         self.nodes: list[Node] = []
@@ -129,15 +137,25 @@ class Run:
     def menu_empty(self, node: Node) -> bool:
         return not self.menu(node)
 
-    def _add_node(self, parent: Node, program, key: str, steps: tuple, strategy: str, outcome: Outcome,
-                  sample: Optional[int], via: str = "policy") -> Node:
+    def significant(self, node: Node) -> bool:
+        """Faster than the original beyond the noise floor by the product of its path's intervals."""
+        return node.speedup_ci[0] > 1.0 + self.options.noise_floor
+
+    def add_node(self, parent: Node, program, key: str, steps: tuple, strategy: str, outcome: Outcome,
+                 sample: Optional[int], via: str = "policy") -> Node:
+        """A verified, timed state becomes a child of ``parent`` (its outcome timed against it)."""
         n = Node(len(self.nodes), program, key, parent.id, parent.depth + len(steps), tuple(steps),
-                 parent.path + tuple(steps), strategy, outcome.median_ms, outcome.spread_ms, outcome.speedup,
-                 sample, via)
+                 parent.path + tuple(steps), strategy, outcome.median_ms, outcome.spread_ms, outcome.speedup or 1.0,
+                 sample, via, ratio=outcome.ratio or 1.0, ci=outcome.ci, verdict=outcome.verdict,
+                 speedup_ci=list(outcome.speedup_ci or [1.0, 1.0]))
         self.nodes.append(n)
         self.by_key[key] = n
         self.closed.add(key)
         parent.children.append(n.id)
+        if self.significant(n) and n.speedup > self._best_seen:
+            self._best_seen = n.speedup
+            if self.curve:
+                self.curve[-1] = [self.curve[-1][0], self._best_seen]
         return n
 
     # ------------------------------------------------------------------ samples
@@ -147,34 +165,53 @@ class Run:
         self.calls.append(record)
         return record["index"]
 
-    def _record(self, node: Node, kind: str, outcome: Optional[Outcome], **extra) -> int:
+    def record_sample(self, node: Node, kind: str, outcome: Optional[Outcome], **extra) -> int:
+        """Charge one sample (the trajectory's ``samples``, the progress line, a checkpoint)."""
         s = {"index": len(self.samples), "node": node.id, "kind": kind}
         s.update(extra)
         if outcome is not None:
             s.update({"key": outcome.key, "status": outcome.status, "speedup": outcome.speedup,
-                      "median_ms": outcome.median_ms, "spread_ms": outcome.spread_ms, "outcome": outcome.to_json()})
+                      "median_ms": outcome.median_ms, "spread_ms": outcome.spread_ms, "ratio": outcome.ratio,
+                      "ci": outcome.ci, "verdict": outcome.verdict, "outcome": outcome.to_json()})
         self.samples.append(s)
-        if outcome is not None and outcome.accepted and outcome.speedup:
-            self._best_seen = max(self._best_seen, outcome.speedup)
         self.curve.append([len(self.samples), self._best_seen])
         status = s.get("status", "?")
-        sp = f" {outcome.speedup:.3f}x" if outcome is not None and outcome.speedup else ""
         label = extra.get("strategy") or ""
-        self.progress(f"[{len(self.samples)}/{self.options.budget}] node {node.id} {kind} {label}: {status}{sp}")
+        self.progress(f"[{len(self.samples)}/{self.options.budget}] node {node.id} {kind} {label}: {status}"
+                      f"{describe(outcome) if outcome is not None else ''}")
         self.checkpoint()
         return s["index"]
 
-    def _measure(self, node: Node, prop: Proposal, program, key: str, tolerance: str, kind: str, labels: list,
-                 **extra) -> Result:
-        """Verify and time one proposal (a sample unless the state was evaluated before in this
-        run); ``labels``: the strategies of the steps from ``node`` to the candidate."""
-        (outcome, fresh), = self.evaluator.evaluate([(program, key, tolerance)])
-        idx = self._record(node, kind, outcome, **extra) if fresh else self._sample_of(key)
-        if not outcome.accepted:
-            self.closed.add(key)
-        return Result(prop, program, key, outcome, fresh, [s.strategy for s in node.path] + list(labels), idx)
+    def measure(self, node: Node, prop: Optional[Proposal], program, key: str, tolerance: str, kind: str,
+                labels: list, **extra) -> Result:
+        """Verify one proposal against the original and time it against ``node`` (a sample unless
+        the state was evaluated before in this run); ``labels``: the strategies of the steps from
+        ``node`` to the candidate."""
+        return self.measure_many(node, [(prop, program, key, tolerance, kind, labels, extra)])[0]
 
-    def _learn(self, results: list) -> None:
+    def measure_many(self, node: Node, items: list) -> list:
+        """``measure`` of several proposals at one node: verified one by one, the equal ones timed
+        against ``node`` in one interleaved schedule; samples recorded in order. ``items``: (proposal,
+        program, key, tolerance, kind, labels, sample fields)."""
+        got = self.evaluator.evaluate([(program, key, tol) for _, program, key, tol, _, _, _ in items], parent=node)
+        out = []
+        for (prop, program, key, tol, kind, labels, extra), (outcome, fresh) in zip(items, got):
+            if outcome.timing is not None and "leir" not in extra:
+                extra = dict(extra, leir=program.to_leir())   # what was timed (the cost model trains on it)
+            idx = self.record_sample(node, kind, outcome, **extra) if fresh else self._sample_of(key)
+            if not outcome.accepted:
+                self.closed.add(key)
+            out.append(Result(prop, program, key, outcome, fresh, [s.strategy for s in node.path] + list(labels), idx,
+                              parent=node, moves=list(labels)))
+        return out
+
+    def evaluate(self, node: Node, program, key: str, tolerance: str) -> Outcome:
+        """Verify and time a state against ``node`` without charging a sample (an outcome the run
+        already paid for, or one an algorithm records itself with ``record_sample``)."""
+        (outcome, _), = self.evaluator.evaluate([(program, key, tolerance)], parent=node)
+        return outcome
+
+    def learn(self, results: list) -> None:
         """The policy observes what was paid for; each fresh outcome is committed to the
         database once (with the features the policy computed)."""
         fresh = [r for r in results if r.fresh]
@@ -223,28 +260,34 @@ class Run:
         req = Request(node, self.parent_of(node), menu, k, self.options.algorithm, history)
         node.expanded = True
         results, edges = [], {}
+        batch, edges_of, pending = [], [], set()
         for prop in self.policy.generate(req):
             if prop.failure is not None:
-                if self.exhausted:
+                if len(self.samples) + len(pending) >= self.options.budget:
                     break
                 f = dict(prop.failure)
                 node.failures.append(f)
-                self._record(node, "failed answer", None, status=f["reason"], message=f.get("message"),
-                             call=prop.call, answer=f.get("answer"), leir=f.get("leir"), strategy=prop.label)
+                self.record_sample(node, "failed answer", None, status=f["reason"], message=f.get("message"),
+                                   call=prop.call, answer=f.get("answer"), leir=f.get("leir"), strategy=prop.label)
                 continue
             program, key, steps, label, tol, kind, extra, reached = self._prepare(node, prop)
-            if self.exhausted and self.evaluator.known(key) is None:
+            fresh = self.evaluator.known(key) is None and key not in pending
+            if fresh and len(self.samples) + len(pending) >= self.options.budget:
                 break                                 # it would be a new sample: the budget is spent
             if key in self.by_key:                    # a visited state (free-form answers only)
                 self._repeat(node, key, program)
                 continue
-            r = self._measure(node, prop, program, key, tol, kind, [s.strategy for s in steps], **extra)
+            if fresh:
+                pending.add(key)
+            batch.append((prop, program, key, tol, kind, [s.strategy for s in steps], extra))
+            edges_of.append((steps, label, kind, reached))
+        for r, edge in zip(self.measure_many(node, batch) if batch else [], edges_of):
             results.append(r)
-            edges[id(r)] = (steps, label, kind, reached)
+            edges[id(r)] = edge
             if not r.accepted:
-                node.failures.append({"reason": r.outcome.status, "message": r.outcome.message, "key": key,
-                                      "leir": program.to_leir() if kind == "free" else None})
-        self._learn(results)
+                node.failures.append({"reason": r.outcome.status, "message": r.outcome.message, "key": r.key,
+                                      "leir": r.program.to_leir() if edge[2] == "free" else None})
+        self.learn(results)
         new = []
         for r in self.policy.choose(req, results):
             if not r.accepted:
@@ -256,7 +299,7 @@ class Run:
             # a menu move's node is named by its last step (the inverse rule reads it); the
             # composite's name stays in its sample
             name = steps[-1].strategy if kind == "menu" else label
-            child = self._add_node(node, r.program, r.key, steps, name, r.outcome, r.sample)
+            child = self.add_node(node, r.program, r.key, steps, name, r.outcome, r.sample)
             child.reached_by = reached if kind == "free" else None
             new.append(child)
         return new
@@ -294,13 +337,13 @@ class Run:
         if self.exhausted and self.evaluator.known(key) is None:
             return None
         tol = path_tolerance([s.exactness for s in node.path + tuple(steps)])
-        r = self._measure(node, Proposal(program=program, label="rollout"), program, key, tol, "rollout",
-                          [s.strategy for s in steps], strategy="rollout", steps=edge_json(steps))
-        self._learn([r])
+        r = self.measure(node, Proposal(program=program, label="rollout"), program, key, tol, "rollout",
+                         [s.strategy for s in steps], strategy="rollout", steps=edge_json(steps))
+        self.learn([r])
         if not r.accepted:
             return None
-        return self._add_node(node, program, key, tuple(steps), steps[-1].strategy, r.outcome, r.sample,
-                              via="rollout")
+        return self.add_node(node, program, key, tuple(steps), steps[-1].strategy, r.outcome, r.sample,
+                             via="rollout")
 
     # ------------------------------------------------------------------ the whole search
 
@@ -317,26 +360,41 @@ class Run:
         return self
 
     def finish(self) -> None:
+        """The confirmation: the original and the ``--confirm`` best nodes (by their estimated
+        speedup) timed afresh in interleaved rounds; the best is the fastest whose interval against
+        the original clears 1 + the noise floor, else the original ("no significant speedup")."""
         ranked = sorted((n for n in self.nodes[1:] if n.speedup), key=lambda n: (-n.speedup, n.id))
         top = ranked[:self.options.confirm] if self.options.confirm > 0 else []
-        confirmed = self.evaluator.confirm([n.program for n in top], rounds=3) if top else []
-        best, best_sp, conf = self.root, 1.0, None
+        confirmed = self.evaluator.confirm([n.program for n in top])
+        floor = self.options.noise_floor
+        best, conf = self.root, None
         for n, c in zip(top, confirmed):
-            sp = c["speedup"]
-            if sp is not None and sp > best_sp:
-                best, best_sp, conf = n, sp, c
-        if not top and ranked:
-            best, best_sp = ranked[0], ranked[0].speedup
-        self.best = {"node": best.id, "key": best.key, "leir": best.leir, "speedup": best_sp,
-                     "search_speedup": best.speedup, "median_ms": best.median_ms, "spread_ms": best.spread_ms,
-                     "original_ms": self.root.median_ms, "original_spread_ms": self.root.spread_ms,
+            if c is not None and c["verdict"] == "faster" and (conf is None or c["speedup"] > conf["speedup"]):
+                best, conf = n, c
+        candidate = max((c for c in confirmed if c is not None), key=lambda c: c["speedup"], default=None)
+        significant = conf is not None
+        if not top and ranked:          # --confirm 0: the search's own estimate, when significant
+            sig = [n for n in ranked if self.significant(n)]
+            if sig:
+                best, significant = sig[0], True
+        speedup = conf["speedup"] if conf else (best.speedup if significant else 1.0)
+        ci = conf["ci"] if conf else (best.speedup_ci if significant else [1.0, 1.0])
+        self.best = {"node": best.id, "key": best.key, "leir": best.leir, "speedup": speedup, "ci": ci,
+                     "significant": significant, "noise_floor": floor, "confidence": self.options.confidence,
+                     "search_speedup": best.speedup, "search_ci": best.speedup_ci,
+                     "median_ms": conf["candidate_ms"] if conf else best.median_ms, "spread_ms": best.spread_ms,
+                     "original_ms": conf["parent_ms"] if conf else self.root.median_ms,
+                     "original_spread_ms": self.root.spread_ms,
                      "steps": edge_json(best.path), "strategies": sorted({s.strategy for s in best.path}),
                      "confirmed": conf,
-                     "confirmations": [{"node": n.id, **c} for n, c in zip(top, confirmed)]}
+                     "confirmations": [{"node": n.id, "search_speedup": n.speedup, **(c or {"failed": True})}
+                                       for n, c in zip(top, confirmed)],
+                     "best_candidate": ({"node": top[confirmed.index(candidate)].id, "speedup": candidate["speedup"],
+                                         "ci": candidate["ci"], "verdict": candidate["verdict"]}
+                                        if candidate is not None and not significant else None)}
         self.seconds = time.perf_counter() - self.started
         self.checkpoint(final=True)
-        self.progress(f"best: node {best.id}, {best_sp:.3f}x in {len(best.path)} step(s) after "
-                      f"{len(self.samples)} samples ({self.stop_reason})")
+        self.progress(f"best: {closing(self.best)} after {len(self.samples)} samples ({self.stop_reason})")
 
     def checkpoint(self, final: bool = False) -> None:
         if self.out:
@@ -349,6 +407,29 @@ class Run:
 
     def close(self) -> None:
         self.evaluator.close()
+
+
+def describe(o: Outcome) -> str:
+    """A timed outcome for a progress line: against its parent, then over the original."""
+    if o.ratio is None or not o.ci:
+        return f" {o.median_ms:.4f} ms" if o.median_ms else ""
+    over = f", {o.speedup:.3f}x over the original" if o.speedup is not None else ""
+    against = "its parent" if o.speedup is not None else "its kernel"
+    return f" {o.ratio:.3f}x [{o.ci[0]:.3f}, {o.ci[1]:.3f}] vs {against} ({o.verdict}){over}"
+
+
+def closing(best: dict) -> str:
+    """A trajectory's result in words: the confirmed speedup with its interval, or that nothing
+    was significantly faster than the original."""
+    lo, hi = best.get("ci") or [None, None]
+    if best.get("significant", (best.get("speedup") or 1.0) > 1.0):
+        steps = best.get("steps") or []
+        ci = f" [{lo:.3f}x, {hi:.3f}x]" if lo is not None else ""
+        return f"node {best.get('node')}, {best['speedup']:.3f}x{ci} in {len(steps)} step(s)"
+    cand = best.get("best_candidate")
+    tail = (f"; best candidate node {cand['node']}: {cand['speedup']:.3f}x [{cand['ci'][0]:.3f}x, "
+            f"{cand['ci'][1]:.3f}x], {cand['verdict']}") if cand else ""
+    return f"no significant speedup (within 1 +/- {best.get('noise_floor', 0):g} of the original){tail}"
 
 
 def run_search(program, options: SearchOptions, *, engine=None, out: Optional[str] = None, progress=None,

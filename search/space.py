@@ -40,7 +40,7 @@ class Node:
     strategy: Optional[str] = None    # label of the last step ("free-form" for llm-free)
     median_ms: Optional[float] = None
     spread_ms: Optional[float] = None
-    speedup: float = 1.0
+    speedup: float = 1.0              # over the original: the parent's speedup x the edge's ratio
     sample: Optional[int] = None      # the sample that produced it
     via: str = "policy"               # policy | rollout
     children: list = field(default_factory=list)
@@ -49,6 +49,10 @@ class Node:
     expanded: bool = False
     failures: list = field(default_factory=list)   # failed proposals made at this node (prompt feedback)
     reached_by: Optional["Reached"] = None  # llm-free: the enumerated step giving the same program, if any
+    ratio: float = 1.0                # speedup over the parent (paired rounds)
+    ci: Optional[list] = None         # its interval
+    verdict: Optional[str] = None     # faster | slower | tie against the parent (None: the root)
+    speedup_ci: list = field(default_factory=lambda: [1.0, 1.0])   # over the original: the intervals' product
 
     @property
     def leir(self) -> str:

@@ -5,12 +5,17 @@ candidate was accepted (``best`` is then the original, with no steps).
 Top-level keys: ``format``, ``version``, ``program`` (the original, corpus JSON), ``options``,
 ``algorithm_parameters``, ``strategies``, ``rules`` (the rule files loaded: name and sha256 of
 each), ``original`` (its timing), ``nodes`` (id, parent, depth, steps from
-the parent (several for a rollout or a composite move), LEIR, time, speedup, the sample that
-produced it), ``samples`` (every candidate
-paid for: kind, step, status, verdict, timings), ``llm_calls`` (prompt, answers, tokens,
-latency, attempts, error), ``best`` (``leir``, ``speedup``, ``steps`` from the original,
-``strategies``, the confirmation timings), ``summary`` (samples, stop reason, the
-best-so-far curve, withheld steps, tokens, seconds) and ``complete``.
+the parent (several for a rollout or a composite move), LEIR, time, the paired ``ratio`` over its
+parent with its interval ``ci`` and ``verdict``, ``speedup`` over the original with the product of
+the intervals along its path ``speedup_ci``, the sample that produced it), ``samples`` (every
+candidate paid for: kind, step, status, verification, the paired timing record), ``llm_calls``
+(prompt, answers, tokens, latency, attempts, error), ``best`` (``leir``, ``speedup`` with its
+interval ``ci`` from the final confirmation against the original, ``significant``, ``steps`` from
+the original, ``strategies``, the confirmations; when nothing is significantly faster, the original
+and the best candidate), ``summary`` (samples, stop reason, the best-so-far curve, withheld steps,
+tokens, the measurement's protocol and counts, seconds) and ``complete``.
+
+Version 2 (paired timings) adds fields; version 1 files still load and replay.
 """
 from __future__ import annotations
 
@@ -20,7 +25,8 @@ from pathlib import Path
 from engine.leir.diagnostics import LeirError
 
 FORMAT = "leir-search-trajectory"
-VERSION = 1
+VERSION = 2
+READABLE = (1, 2)          # versions this code loads (replay, report, plot)
 
 
 def _node(n) -> dict:
@@ -28,7 +34,8 @@ def _node(n) -> dict:
     from .space import edge_json
     return {"id": n.id, "parent": n.parent, "depth": n.depth, "via": n.via, "strategy": n.strategy,
             "steps": edge_json(n.steps), "key": n.key, "leir": n.leir, "median_ms": n.median_ms,
-            "spread_ms": n.spread_ms, "speedup": n.speedup, "sample": n.sample, "children": list(n.children),
+            "spread_ms": n.spread_ms, "speedup": n.speedup, "speedup_ci": list(n.speedup_ci), "ratio": n.ratio,
+            "ci": n.ci, "verdict": n.verdict, "sample": n.sample, "children": list(n.children),
             "visits": n.visits, "reached_by": n.reached_by.to_json() if n.reached_by is not None else None}
 
 
@@ -57,6 +64,7 @@ def build_record(run, final: bool) -> dict:
                     "stop": run.stop_reason, "statuses": statuses, "repeated_proposals": run.repeats,
                     "withheld": dict(run.space.stats), "llm_calls": len(run.calls), "tokens": usage,
                     "policy": run.policy.state(), "run": run.run_id, "curve": run.curve, "seconds": round(run.seconds, 3),
+                    "measurement": run.evaluator.measurer.stats(),
                     **({"kernels": run.kernel_stats} if getattr(run, "kernel_stats", None) else {})},
     }
 
@@ -110,6 +118,7 @@ def load_trajectory(path: str) -> Trajectory:
         raise LeirError(f"not a JSON trajectory: {e.msg}", e.lineno, e.colno, str(p), text) from None
     if not isinstance(rec, dict) or rec.get("format") != FORMAT:
         raise LeirError(f"not a search trajectory (expected \"format\": \"{FORMAT}\")", file=str(p))
-    if rec.get("version") != VERSION:
-        raise LeirError(f"trajectory version {rec.get('version')} is not supported (expected {VERSION})", file=str(p))
+    if rec.get("version") not in READABLE:
+        raise LeirError(f"trajectory version {rec.get('version')} is not supported (expected one of "
+                        f"{', '.join(map(str, READABLE))})", file=str(p))
     return Trajectory(rec, str(p))

@@ -132,9 +132,21 @@ def test_single_and_menu_metrics_on_known_answers(steps, tmp_path, capsys):
     assert d["reached"]["counts"] == {"loop_split": 1}
     assert d["claimed_categories"]["counts"] == {"operator": 5}
     m = res["menu"]
-    assert m == {"prompts": 5, "valid": 3, "valid_rate": 0.6, "agreement": 0.2, "agreement_of_valid": 0.333333,
-                 "label_agreement": 0.2, "mean_regret": 2.5, "regret_answers": 2, "unmeasured_choices": 1,
+    from dataset.eval_metrics import mean_interval, wilson
+    baselines = m.pop("baselines")
+    assert m == {"prompts": 5, "valid": 3, "valid_rate": 0.6, "valid_interval": wilson(3, 5), "agreement": 0.2,
+                 "agreement_interval": wilson(1, 5), "agreement_of_valid": 0.333333,
+                 "label_agreement": 0.2, "mean_regret": 2.5, "regret_interval": mean_interval([1.0, 4.0]),
+                 "regret_answers": 2, "unmeasured_choices": 1,
+                 "out_of_form": 3,           # '{"choices": [1]}', "9" and prose are not a choice of 1-4
                  "statuses": {"not on menu": 1, "ok": 3, "parse failed": 1}}
+    # random choice on the same menus: 1/4 agree (4.0 of 1, 2, 4, unverified); regrets 4, 2, 1 over 3/4
+    assert baselines["random"]["agreement"] == 0.25 and baselines["random"]["mean_regret"] == round(7 / 3, 6)
+    assert "unavailable" in baselines["cost model"]          # these rows carry no steps to rank
+    # the menu prompts were constrained to their numbers: the first form the server followed (vLLM's choice)
+    assert res["job"]["constraint_kept"] == "choice"
+    menu_bodies = [r["body"] for r in srv.requests if "menu of" in r["body"]["messages"][-1]["content"]]
+    assert all(b["structured_outputs"] == {"choice": ["1", "2", "3", "4"]} for b in menu_bodies)
     md = (tmp_path / "ev" / "results.md").read_text()
     assert "| all | 6 | 6 | 66.7% | 33.3% | 33.3% | 16.7% | 16.7% |" in md and "Menu prompts" in md
     assert (tmp_path / "ev" / "results.png").read_bytes()[:4] == b"\x89PNG"
@@ -211,3 +223,33 @@ def test_user_errors_exit_2_with_one_line(steps, tmp_path):
     (tmp_path / "ds" / "test").mkdir(exist_ok=True)
     (tmp_path / "ds" / "test" / "menu.jsonl").write_text('{"id": "x", "split": "test"}\n')
     assert "menu.jsonl:1:1: error: not a menu row" in run(ds, "--endpoint", "http://x/v1", "--model", "m")
+
+
+def test_menu_constraint_is_negotiated_like_the_search_does(steps, tmp_path):
+    """A server that refuses vLLM's choice list (a validation error) and ignores SGLang's regex
+    (prose comes back) is asked with llama.cpp's grammar, which it follows: every menu prompt
+    then goes out with the grammar of its own numbers; the negotiation is in the journal, so a
+    second run asks nothing again and keeps the form."""
+    ds = make_dataset(tmp_path / "ds", steps, ["good"], ["m0", "m1", "m2"])     # --kind menu: the single one is not asked
+
+    def respond(body):
+        if "structured_outputs" in body:
+            return ("error", 400, "structured_outputs: Extra inputs are not permitted")
+        if "regex" in body:
+            return ("text", "I would take the third one.")
+        return ("text", "3")
+    with FakeLLM(responder=respond) as srv:
+        assert evaluate(ds, "--endpoint", srv.url, "--model", "fake", "-o", tmp_path / "ev", "--no-plot",
+                        "--no-baselines", "--kind", "menu") == 0
+        bodies = [r["body"] for r in srv.requests]
+        res = json.loads((tmp_path / "ev" / "results.json").read_text())
+        assert res["job"]["constraint_kept"] == "grammar" and "baselines" not in res["menu"]
+        assert [("structured_outputs" in b, "regex" in b, "grammar" in b) for b in bodies[:3]] == \
+            [(True, False, False), (False, True, False), (False, False, True)]
+        assert all(b["grammar"] == 'root ::= "1" | "2" | "3" | "4"' for b in bodies[3:]) and len(bodies) == 3 + 3
+        assert res["menu"]["valid"] == 3 and res["menu"]["agreement"] == 1.0 and res["single"] is None
+        asked = len(srv.requests)
+        assert evaluate(ds, "--endpoint", srv.url, "--model", "fake", "-o", tmp_path / "ev", "--no-plot",
+                        "--no-baselines", "--kind", "menu") == 0
+        assert len(srv.requests) == asked
+    assert json.loads((tmp_path / "ev" / "results.json").read_text()) == res

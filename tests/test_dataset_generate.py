@@ -21,7 +21,8 @@ from conftest import ROOT
 from engine.leir.diagnostics import LeirError
 
 from dataset import check as checker
-from dataset import generate, timing
+from dataset import generate
+from lowering import measure as timing
 
 PROGRAMS = {
     "softmax.leir": """program softmax

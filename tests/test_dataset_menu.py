@@ -73,28 +73,48 @@ def engine():
     return Engine(strategies="paper")
 
 
-def test_the_menu_prompt_is_byte_for_byte_the_search_request(tmp_path, engine):
+@pytest.mark.parametrize("size", [None, (6, 1000)], ids=["defaults", "small-model"])
+def test_the_menu_prompt_is_byte_for_byte_the_search_request(tmp_path, engine, size):
     """The real CLI against a scripted server: its first request (the root state) is the menu
-    row's prompt for the same program, seed and target."""
+    row's prompt for the same program, seed, target and menu options (the defaults, and the
+    small model's --menu-size 6 --prompt-tokens 1000)."""
     from engine import load_program
 
     from dataset.menu import question
     program = load_program(str(ROOT / "examples" / "softmax.leir"))
+    flags = ["--menu-size", str(size[0]), "--prompt-tokens", str(size[1])] if size else []
     with FakeLLM(responder=menu_responder) as srv:
         r = subprocess.run([sys.executable, "-m", "search", str(ROOT / "examples" / "softmax.leir"),
                             "-o", str(tmp_path / "t.json"), "--policy", "llm", "--endpoint", srv.url,
                             "--model", "fake", "--algorithm", "greedy", "--per-node", "1", "--budget", "1",
                             "--seed", "7", "--confirm", "0", "--trials", "1", "--repeat", "2",
-                            "--min-repeat-ms", "0.1", "--quiet"],
+                            "--min-repeat-ms", "0.1", "--quiet", *flags],
                            capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
                            timeout=600)
         assert r.returncode == 0, r.stderr[-2000:]
         sent = srv.requests[0]["body"]["messages"]
-    q = question(engine, {"seed": 7, "target": "llvm"}, program)
+    options = {"seed": 7, "target": "llvm"}
+    if size:     # as dataset.generate --menu-size --prompt-tokens records them
+        options["menu"] = {"menu_size": size[0], "prompt_tokens": size[1]}
+    q = question(engine, options, program)
     assert len(engine.enumerate(program)) > 40          # the menu is cut: the seeded order and the budget matter
     assert q.messages("number") == sent
+    if size:
+        from search.prompt import estimate_tokens
+        assert 1 <= len(q.shown) <= size[0] and sum(estimate_tokens(m["content"]) for m in sent) <= size[1]
+        assert q.messages("number") != question(engine, {"seed": 7, "target": "llvm"}, program).messages("number")
     # the question of another seed is another request (the shuffle is seeded)
-    assert question(engine, {"seed": 8, "target": "llvm"}, program).messages("number") != sent
+    assert question(engine, dict(options, seed=8), program).messages("number") != sent
+
+
+def test_menu_size_options_need_menu_and_are_recorded(tmp_path):
+    from engine.leir.diagnostics import LeirError
+
+    from dataset.generate import main
+    for extra, message in ((["--menu-size", "6"], "--menu-size sets the menu question: use it with --menu"),
+                           (["--time", "--menu", "--prompt-tokens", "0"], "--prompt-tokens must be at least 1")):
+        with pytest.raises(LeirError, match=re.escape(message)):
+            main([str(tmp_path), "-o", str(tmp_path / "o"), *extra])
 
 
 # ------------------------------------------------------------------ benefit sentences
@@ -125,13 +145,14 @@ def test_the_measured_sentence_is_rederived_from_the_timing_record(engine):
     from dataset import cot
     from dataset.benefit import measured_sentence
     from dataset.claims import check_trace
-    from dataset.timing import verdict_of
+    from lowering.measure import verdict_of
     p = tiny_program()
     s = _step_of(engine, p, "loop_parallelization")
     block = engine.strategy(s.strategy)
-    from dataset.timing import record_of
+    from lowering.measure.stats import Protocol, record_of
     rec = record_of([2.0, 2.1, 1.9, 2.0, 2.05, 2.02], [1.0, 1.05, 0.95, 1.0, 1.02, 1.01], target="llvm",
-                    machine={"cpu": "a cpu", "gpu": None, "cores": 2}, confidence=0.95, noise_floor=0.03, runs=1)
+                    machine={"cpu": "a cpu", "gpu": None, "cores": 2},
+                    protocol=Protocol(rounds=6, noise_floor=0.03), runs=1)
     assert verdict_of(rec) == "faster"
     text = cot.render(block, p, s.program, s) + measured_sentence(rec)
     lo, hi = rec["ci"]

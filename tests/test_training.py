@@ -3,7 +3,7 @@ prompt/completion files) and DPOTrainer (on the preference pairs) over files wri
 dataset's own code, with a tiny Llama built here from a config and a tokenizer trained here on the
 same texts: no download, no hub access. The rows (tests/data/training/rows.jsonl) are real verified
 rows of `python -m dataset.generate examples -o OUT --per-program 2 --time` (TIR text dropped), timed
-again with dataset.timing.compare, and two rows of one shrunk corpus program from `--per-program 4
+again with lowering.measure.compare_many, and two rows of one shrunk corpus program from `--per-program 4
 --time --shrink` (a faster and a slower one: the interleaved timings called none of the others faster);
 the chat, TRL and preference records are made from them by dataset.assemble, as the generator
 writes them. Needs the `train` extra (`pip install -e '.[train]'`)."""

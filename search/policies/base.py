@@ -38,7 +38,8 @@ class Proposal:
 @dataclass
 class Result:
     """A proposal the Run evaluated: its program, state key, outcome (cached or fresh), the
-    strategies of the path from the original, and the sample that paid for it."""
+    strategies of the path from the original, the sample that paid for it, and the node it was
+    timed against with the strategies of the move from there."""
 
     proposal: Proposal
     program: object
@@ -48,6 +49,8 @@ class Result:
     path: list                           # strategies from the original to this state
     sample: Optional[int] = None
     features: Optional[dict] = None      # what the policy wants stored with it in the database
+    parent: Optional[object] = None      # the node it was proposed at and timed against
+    moves: list = field(default_factory=list)   # strategies of the steps from ``parent`` to it
 
     @property
     def accepted(self) -> bool:

@@ -1,6 +1,9 @@
 """``cost``: a learned cost model ranks the menu; only what it predicts to win is measured.
 
-The model (``search.costmodel``: XGBoost on program features) learns from every measurement
+The model (``search.costmodel``: XGBoost on program features) predicts the log speedup of a move
+over the state it is made at (the features of the result relative to the state's, and the move's
+strategies): the quantity the search decides on (every candidate is timed against its parent in
+paired rounds), and the one the shipped prior is trained on. It learns from every measurement
 of the run as it arrives, and from the evaluation database when ``--database`` names one
 (this run's outcomes are appended to it, with their features, as they are measured). Until
 it has a few rows it picks at random, strategies taking turns, as MetaSchedule's first round
@@ -19,6 +22,7 @@ from ..costmodel import CostModel, pretrained_status
 from ..features import FEATURES_VERSION, PROGRAM_FEATURES, program_features, relative
 from .base import Policy, Proposal, Request, Result, stratified
 
+LABEL = "parent"         # the rows' label: log speedup over the node the move was made at
 LOOKAHEAD_WIDTH = 4      # --lookahead > 1: entries (and continuations per level) the model looks past
 
 
@@ -38,7 +42,6 @@ class CostPolicy(Policy):
                 self.loaded += self.model.add_row(row)
             self.model.database_rows += self.loaded
         self._features: dict[str, list[float]] = {}
-        self._root_features = None
         self.picks = {"model": 0, "explore": 0, "cold": 0, "best-guess": 0}
         self.withheld = 0                 # ranked candidates not measured: predicted not to win
 
@@ -49,11 +52,11 @@ class CostPolicy(Policy):
             self._features[key] = f
         return f
 
-    def _x(self, program, key: str, path: list[str]) -> list[float]:
-        if self._root_features is None:
-            root = self.ctx.root
-            self._root_features = self._program_features(root.program, root.key)
-        return relative(self._program_features(program, key), self._root_features, path, self.model.strategies)
+    def _x(self, program, key: str, state, moves: list[str]) -> list[float]:
+        """The model's input: ``program`` relative to ``state`` (a node) and the strategies of the
+        move(s) between them."""
+        return relative(self._program_features(program, key), self._program_features(state.program, state.key),
+                        moves, self.model.strategies)
 
     def generate(self, req: Request) -> list[Proposal]:
         k = min(req.k, len(req.menu))
@@ -61,17 +64,16 @@ class CostPolicy(Policy):
         if not self.model.ready:
             self.picks["cold"] += k
             return [Proposal(candidate=c) for c in order[:k]]
-        base_path = [s.strategy for s in req.node.path]
         if self.options.lookahead > 1:
             from ..lookahead import rank
             scores = rank(self.ctx.space, req.node, req.menu, self.model,
-                          lambda p, key, strategies: self._x(p, key, base_path + strategies),
+                          lambda p, key, strategies: self._x(p, key, req.node, strategies),
                           self.options.lookahead, LOOKAHEAD_WIDTH)
         else:
-            xs = [self._x(c.program, c.key, base_path + [s.strategy for s in c.steps]) for c in req.menu]
+            xs = [self._x(c.program, c.key, req.node, [s.strategy for s in c.steps]) for c in req.menu]
             scores = self.model.predict(xs)
         ranked = sorted(range(len(req.menu)), key=lambda i: (-scores[i], req.menu[i].number))
-        bar = math.log(max(req.node.speedup or 1.0, 1e-9)) + math.log1p(self.options.cost_margin)
+        bar = math.log1p(self.options.cost_margin)          # a predicted speedup over the node
         winners = iter(i for i in ranked if scores[i] > bar)
         explore = iter(order)
         by_number = {c.number: i for i, c in enumerate(req.menu)}
@@ -99,16 +101,18 @@ class CostPolicy(Policy):
         return chosen
 
     def observe(self, results: list[Result]) -> None:
+        """Each timed result is a row: its features relative to the node it was timed against, and
+        the log of its paired speedup over that node."""
         for r in results:
             o = r.outcome
-            if not o.accepted or not o.speedup:
+            if not o.accepted or not o.ratio or r.parent is None:
                 continue
-            x = self._x(r.program, r.key, r.path)
-            y = math.log(o.speedup)
+            x = self._x(r.program, r.key, r.parent, r.moves)
+            y = math.log(o.ratio)
             self.model.add(x, y)
             n = len(PROGRAM_FEATURES)
-            r.features = {"version": FEATURES_VERSION, "program_features": x[:2 * n], "path_strategies": list(r.path),
-                          "log_speedup": y}
+            r.features = {"version": FEATURES_VERSION, "program_features": x[:2 * n], "path_strategies": list(r.moves),
+                          "log_speedup": y, "label": LABEL}
 
     def state(self) -> dict:
         return {"database": self.options.database, "database_rows": self.loaded, "rows": len(self.model.rows),

@@ -1,7 +1,8 @@
 """``measure``: no model; screen the menu by measurement and keep the fastest.
 
-It generates a screen of menu entries (strategies taking turns, seeded); the Run verifies and
-times each (a sample each); the ``k`` fastest verified ones become nodes. The screen follows
+It generates a screen of menu entries (strategies taking turns, seeded); the Run verifies each
+(a sample each) and times them together against the node (paired rounds); the ``k`` fastest
+verified ones become nodes, those significantly faster than the node first. The screen follows
 the budget left (item 4 of issue 21): ``ceil(left x screen_share)``, at least the ``k``
 proposals wanted, at most ``--screen``, the menu and the budget left, so that a small budget
 buys several moves instead of one wide screen.
@@ -28,6 +29,6 @@ class MeasurePolicy(Policy):
         return [Proposal(candidate=c) for c in stratified(req.menu, self.rng)[:width]]
 
     def choose(self, req: Request, results: list[Result]) -> list[Result]:
-        timed = [r for r in results if r.accepted and r.outcome.speedup is not None]
-        timed.sort(key=lambda r: (-r.outcome.speedup, r.proposal.candidate.number))
+        timed = [r for r in results if r.accepted and r.outcome.ratio is not None]
+        timed.sort(key=lambda r: (not r.outcome.faster, -r.outcome.ratio, r.proposal.candidate.number))
         return timed[:req.k]

@@ -1,5 +1,5 @@
 """The machine-wide timing lock: whoever times a program (the Verifier's single measurements,
-``lowering.paired``'s interleaved schedules) holds it, so that two timings never overlap."""
+``lowering.measure``'s interleaved schedules) holds it, so that two timings never overlap."""
 from __future__ import annotations
 
 import os
