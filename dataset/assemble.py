@@ -163,6 +163,12 @@ class Assembly:
         self.files["skipped.jsonl"].write({"source": source, "reason": reason, "message": message})
         self.c["skipped"][reason] += 1
 
+    def left_out(self, source: str, reason: str, message: str) -> None:
+        """A source that never became a task (a file that does not read): a source all the same,
+        so that the card's programs and left-out sources add up to its sources."""
+        self.c["sources"]["tasks"] += 1
+        self.note(source, reason, message)
+
     def add(self, spec: dict, res: dict, split: str) -> None:
         self.c["sources"]["tasks"] += 1
         self.seconds += res.get("seconds") or 0.0

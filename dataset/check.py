@@ -16,7 +16,8 @@
 * every menu row (``dataset.check_menu``): its prompt asked again with the search's own function,
   each entry's verdict re-derived from its timing samples and its reason checked like a trace, the
   answer re-chosen; both preference files rebuilt from the rows and compared;
-* a seeded sample of rows verified again on TVM (``--sample N``, default 20).
+* a seeded sample of rows verified again on TVM (``--sample N``, default 20);
+* at least one row (``--allow-empty`` when a dataset without rows is expected).
 
 Exit status 0 when everything agrees, 1 when anything does not (each problem is listed), 2 on
 bad input.
@@ -486,6 +487,14 @@ def reverify(rows: list[dict], n: int, seed: int, report: Report) -> None:
                 report.ok("re-verified")
 
 
+def _left_out(stats) -> str:
+    """What the generation said about its sources, for the empty-dataset problem."""
+    src = (stats or {}).get("sources") or {}
+    skipped = src.get("skipped") or {}
+    why = ", ".join(f"{n} {k}" for k, n in skipped.items()) or "none"
+    return f"{src.get('programs', 0)} program(s) of {src.get('tasks', 0)} source(s); left out: {why}; see skipped.jsonl"
+
+
 def check_rules(rows: list[dict], options: dict, manifest: list[dict]) -> None:
     """The rules loaded now are the ones that made the dataset (its job's and every row's
     record of the rule files), else a one-line error naming the difference (exit 2)."""
@@ -498,8 +507,10 @@ def check_rules(rows: list[dict], options: dict, manifest: list[dict]) -> None:
         check_same_rules(recorded, manifest, "the dataset")
 
 
-def check(out: Path, sample: int = 20, progress: bool = True, rules=None) -> Report:
-    """``rules``: the rule sources the dataset was generated with (Engine's ``rules``)."""
+def check(out: Path, sample: int = 20, progress: bool = True, rules=None, allow_empty: bool = False) -> Report:
+    """``rules``: the rule sources the dataset was generated with (Engine's ``rules``).
+    A dataset without rows is a problem unless ``allow_empty`` (a generation that produced
+    nothing is not a dataset that checks)."""
     from .progress import Progress
     from .schema import FILES
     report = Report()
@@ -514,6 +525,9 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None) -> Rep
     check_card_and_parquet(out, data, report)
     check_datasets_load(out, data, report)
     rows = data["rows.jsonl"]
+    if not rows and not allow_empty:
+        report.add("rows.jsonl", f"no rows: the dataset is empty ({_left_out(data.get('stats.json'))}); "
+                                 "--allow-empty when that is expected")
     options = (data.get("stats.json") or {}).get("job", {})
     rc = RowChecker(report, rules)
     try:
@@ -549,11 +563,18 @@ def main(argv=None) -> int:
     ap.add_argument("out", help="the folder python -m dataset.generate wrote")
     ap.add_argument("--sample", type=int, default=20, help="rows to verify again on TVM (default 20; 0: none)")
     ap.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    ap.add_argument("--allow-empty", action="store_true",
+                    help="accept a dataset without rows (default: no rows is a problem, exit status 1)")
     from engine.rewrite.sources import add_rules_options
     add_rules_options(ap)
-    args = ap.parse_args(argv)
+    from engine.leir.cli import say_defaults
+    args = say_defaults(ap).parse_args(argv)
+    if args.sample < 0:
+        raise LeirError(f"--sample must be at least 0, got {args.sample}")
     out = Path(args.out)
-    report = check(out, args.sample, progress=not args.json, rules=args.rules)
+    if not out.is_dir():
+        raise LeirError("no such dataset folder", file=str(out))
+    report = check(out, args.sample, progress=not args.json, rules=args.rules, allow_empty=args.allow_empty)
     if args.json:
         print(json.dumps({"ok": not report.problems, "checked": dict(report.counts),
                           "problems": [{"where": w, "what": p} for w, p in report.problems]}))

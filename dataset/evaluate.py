@@ -75,14 +75,8 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--restart", action="store_true", help="discard the journal of an earlier run in OUT")
     from engine.rewrite.sources import add_rules_options
     add_rules_options(ap)
-    return ap
-
-
-def check_endpoint(url: str) -> None:
-    from urllib.parse import urlparse
-    u = urlparse(url)
-    if u.scheme not in ("http", "https") or not u.netloc:
-        raise LeirError(f"--endpoint '{url}' is not an http(s) URL (expected e.g. http://localhost:8000/v1)")
+    from engine.leir.cli import say_defaults
+    return say_defaults(ap)
 
 
 def _slug(text: str) -> str:
@@ -202,8 +196,9 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
+    from search.client import check_endpoint, check_url
     a = parser().parse_args(argv)
-    check_endpoint(a.endpoint)
+    check_url(a.endpoint)
     for name, val in (("--attempts", a.attempts), ("--concurrency", a.concurrency), ("--trials", a.trials),
                       ("--max-tokens", a.max_tokens), ("--limit", a.limit if a.limit is not None else 1)):
         if val < 1:
@@ -217,6 +212,7 @@ def _main(argv) -> int:
     if not items:
         raise LeirError(f"no {'' if a.kind == 'all' else a.kind + ' '}prompts in split '{a.split}' of this dataset",
                         file=a.dataset)
+    check_endpoint(a.endpoint, a.model, api_key_env=a.api_key_env, timeout=min(a.llm_timeout, 30.0))
     return run(a, items)
 
 

@@ -48,10 +48,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
     g.add_argument("--per-program", type=int, help="verify a seeded sample of N rewrites per program (per state "
                                                    "with --depth), stratified by strategy (default: all)")
-    g.add_argument("--strategies", default="paper",
+    g.add_argument("--strategies", "--strategy", default="paper", metavar="S",
                    help="strategy set (all, paper, extra, user, bitwise, graph, operator, memory, math) or comma list "
                         "of names and sets (default paper: the paper's 43; your own strategies need 'all', 'user' or "
-                        "their names)")
+                        "their names; --strategy is the same flag)")
     g.add_argument("--target", choices=("llvm", "cuda"), default="llvm",
                    help="TIR target of the rows (cuda: CUDA source too)")
     g.add_argument("--verify-on", choices=("auto", "llvm", "cuda"), default="auto",
@@ -127,7 +127,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--address", help="Ray cluster address to join (e.g. 'auto' or HEAD:6379)")
     r.add_argument("--restart", action="store_true", help="discard the journal of an earlier job in OUT")
     add_rules_options(ap)
-    return ap
+    from engine.leir.cli import say_defaults
+    return say_defaults(ap)
 
 
 def _positive(name: str, value, allow_zero: bool = False) -> None:
@@ -140,7 +141,7 @@ def _strategies(text: str, book):
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
         raise LeirError("--strategies is empty")
-    resolve_strategies(book, items)        # raises on unknown names
+    resolve_strategies(book, items, flag="--strategies")        # raises on unknown names
     return items[0] if len(items) == 1 else items
 
 
@@ -201,10 +202,9 @@ def options_of(args) -> dict:
     """The job's options. ``rules``: the rule files (names and hashes: a result option, recorded
     in every row); ``rule_bundle``: their texts, for the workers (engine.rewrite.sources)."""
     from engine.rewrite.rulebook import load_rulebook
+    from engine.rewrite.validate import check_rulebook
     book = load_rulebook(args.rules)
-    if book.problems:
-        f, line, msg = book.problems[0]
-        raise LeirError(msg, line, getattr(book.problems[0], "col", None), file=f)
+    check_rulebook(book)                 # every rule-file error, located, before any work
     return {"seed": args.seed, "per_program": args.per_program, "strategies": _strategies(args.strategies, book),
             "rules": book.manifest(), "rule_bundle": args.rules.bundle(),
             "target": args.target, "verify_target": args.verify_on, "time": timing_options(args), "menu": menu_options(args),
@@ -261,9 +261,12 @@ def run(args) -> int:
 
     t0 = time.perf_counter()
     out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
     options = options_of(args)
     specs, notes = resolve_sources(args.sources, args.workloads, args.shapes, args.dtypes, args.variants, args.seed)
+    if not specs:
+        shown = "; ".join(n["message"] for n in notes[:3]) + (f"; ... {len(notes) - 3} more" if len(notes) > 3 else "")
+        raise LeirError(f"no program to generate from{': ' + shown if shown else ''}")
+    out.mkdir(parents=True, exist_ok=True)
     journal = Journal(out)
     journal.open({k: options[k] for k in RESULT_OPTIONS}, restart=args.restart)
     journal.clean_partial()
@@ -292,7 +295,7 @@ def run(args) -> int:
                                    "plots": not args.no_plots, "strategy_names": _strategy_names(args),
                                    "mix": args.mix, "one_per_strategy": args.one_per_strategy})
     for n in notes:
-        asm.note(n["source"], n["reason"], n["message"])
+        asm.left_out(n["source"], n["reason"], n["message"])
     for tid, spec in tasks:
         asm.add(spec, journal.load(tid), "test" if spec["type"] in held_out else "train")
     types = list(dict.fromkeys(s["type"] for s in specs))

@@ -1,11 +1,13 @@
 """The sources of a job, resolved into task specs in a fixed order.
 
 A source is a program file (``.leir``, ``.json``, ``.jsonl``), a KernelBench-style ``.py`` file,
-a folder of them (walked recursively, sorted by path), or workloads of the library
+a folder of them (walked recursively, sorted by path; JSON files whose records are not programs
+are not program files), or workloads of the library
 (``--workloads NAME[,NAME...]|all`` with shape and dtype variation, seeded). Each program
 becomes one task spec carrying everything needed to run it elsewhere (the program record, or
 the workload's shapes and dtype, or the Python file's text). A file that cannot be read or a
-record that does not parse is a note, never the end of the job: the other sources go on.
+record that does not parse is a note, never the end of the job: the other sources go on. A
+path that does not exist is an error (exit 2), and so is a job left with no program at all.
 
 A source is named by its path relative to the command-line argument it came from, under that
 argument's last component (``programs.jsonl:3``, ``examples/softmax.leir``), with the sha256 of
@@ -119,9 +121,30 @@ def file_specs(path: Path, dtype: str | None, name: str | None = None) -> tuple[
                  "message": f"{name}: error: not a program file (expected .leir, .json, .jsonl or .py)"}]
 
 
+def holds_programs(path: Path) -> bool:
+    """Whether a ``.json`` / ``.jsonl`` file met in a folder is a program file: its (first)
+    record has a ``leir`` text. A file of other records (the corpus's
+    ``reference_coverage.jsonl``, a dataset's rows) is not read as programs; one that is not
+    JSON at all is (its error becomes a note)."""
+    if path.suffix not in (".json", ".jsonl"):
+        return True
+    try:
+        with open(path, encoding="utf-8") as f:
+            if path.suffix == ".jsonl":
+                first = next((line for line in f if line.strip()), "")
+                rec = json.loads(first) if first else None
+            else:
+                rec = json.loads(f.read())
+                rec = rec[0] if isinstance(rec, list) and rec else rec
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return True
+    return not isinstance(rec, dict) or "leir" in rec
+
+
 def _folder_files(p: Path) -> list[Path]:
+    """The program files of a folder, recursively, by path; JSON files of other records left out."""
     return sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in PROGRAM_SUFFIXES + (".py",)
-                  and not any(part.startswith(".") for part in f.relative_to(p).parts))
+                  and not any(part.startswith(".") for part in f.relative_to(p).parts) and holds_programs(f))
 
 
 def path_specs(source: str, dtype: str | None) -> tuple[list[dict], list[dict]]:
@@ -139,7 +162,7 @@ def path_specs(source: str, dtype: str | None) -> tuple[list[dict], list[dict]]:
             notes += n
         return specs, notes
     if not p.exists():
-        return [], [{"source": root, "reason": "bad source", "message": f"{root}: error: no such file or folder"}]
+        raise LeirError("no such file or folder", file=source)
     return file_specs(p, dtype, root)
 
 
@@ -154,7 +177,9 @@ def workload_specs(names: str, shapes: str, dtypes: str, variants: int, seed: in
     wanted = list(reg) if names == "all" else [n.strip() for n in names.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in reg]
     if unknown:
-        raise LeirError(f"unknown workload(s) {', '.join(unknown)} (see dataset/workloads; 'all' takes every one)")
+        from engine.rewrite.unknown import did_you_mean
+        raise LeirError(f"--workloads: unknown workload(s) {', '.join(unknown)}{did_you_mean(unknown[0], reg)} (see "
+                        "dataset/workloads; 'all' takes every one)")
     if shapes not in ("default", "test", "random"):
         raise LeirError(f"--shapes must be default, test or random, got '{shapes}'")
     dlist = None if dtypes == "random" else [d.strip() for d in dtypes.split(",") if d.strip()]

@@ -1,12 +1,15 @@
-"""``python -m engine.apply PROG --step STEP.json`` (one step) or ``--steps TRAJ.jsonl`` (a
-trajectory: each step applied to the previous result): prints the resulting canonical LEIR on
-one line, or its step record with ``--json``, or writes a program file with ``-o FILE``.
+"""Replay rewriting steps on a program: ``python -m engine.apply PROG --step STEP.json``
+applies one step, ``--steps TRAJ.jsonl`` a trajectory (each step applied to the previous
+result). Prints the resulting canonical LEIR on one line, or the last step's record with
+``--json``, or writes a program file with ``-o FILE``.
 
 A step is a record of ``python -m engine.enumerate --json`` (or any object with ``rule``,
 ``site`` and ``params``), a row of a generated dataset (``rows.jsonl``), or, with
-``--steps``, a search trajectory (its best program's steps). A step that does not apply is
-reported with what did not match, exit status 2; so is a row or trajectory made with other
-rule files than the ones loaded (the difference is named).
+``--steps``, a search trajectory (its best program's steps). Each step applies to the program
+its predecessor printed (read back from that text), so a trajectory gives what applying its
+steps one command at a time gives. A step that does not apply is reported with what did not
+match, exit status 2; so is a row or trajectory made with other rule files than the ones
+loaded (the difference is named).
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.leir.cli import run_cli
+from engine.leir.cli import description, run_cli, say_defaults
 from engine.rewrite.sources import add_rules_options
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_program, loads_json, read_text, write_atomic
@@ -63,16 +66,19 @@ def as_step(rec):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m engine.apply", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m engine.apply", description=description(__doc__),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("program", help=".leir, .json or .jsonl program file")
-    ap.add_argument("--name", help="program name inside a multi-program file")
+    ap.add_argument("--name", help="program name inside a multi-program file (default: the file's only program)")
     g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--step", help="one step record (JSON)")
-    g.add_argument("--steps", help="a trajectory: one step record per line (JSON lines)")
+    g.add_argument("--step", metavar="STEP.json", help="one step record (JSON), or a dataset row")
+    g.add_argument("--steps", metavar="TRAJ",
+                   help="a trajectory: one step record per line (JSON lines), a JSON list of them, a search "
+                        "trajectory (its best program's steps) or a dataset's rows.jsonl")
     ap.add_argument("--json", action="store_true", help="print the step record of the last step, result included")
     ap.add_argument("-o", "--output", help="write the result as a program file (.leir, or .json)")
     add_rules_options(ap)
-    args = ap.parse_args(argv)
+    args = say_defaults(ap).parse_args(argv)
     prog = load_program(args.program, args.name)
     path = args.step or args.steps
     records = read_steps(path, many=args.steps is not None)

@@ -12,7 +12,7 @@ import json
 import sys
 
 from engine.leir.ast import Nest
-from engine.leir.cli import EXIT_USER_ERROR, report, run_cli, warn
+from engine.leir.cli import EXIT_USER_ERROR, description, report, run_cli, say_defaults, warn
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_programs
 from engine.leir.printer import ref_to_str
@@ -40,10 +40,11 @@ def summary(p) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m engine.check", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m engine.check", description=description(__doc__),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("programs", nargs="+", metavar="PROG", help=".leir, .json or .jsonl program files")
     ap.add_argument("--json", action="store_true", help="print a JSON summary per program")
-    args = ap.parse_args(argv)
+    args = say_defaults(ap).parse_args(argv)
     status = 0
     for path in args.programs:
         try:

@@ -7,10 +7,13 @@ import argparse
 import json
 import sys
 
-from engine.leir.cli import run_cli
-from engine.rewrite.sources import add_rules_options
+from engine.leir.cli import run_cli, say_defaults
+from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_program, write_atomic
 from engine.rewrite.engine import Engine, resolve_strategies
+from engine.rewrite.meta import CATEGORIES
+from engine.rewrite.sources import add_rules_options, add_strategies_option
+from engine.rewrite.unknown import did_you_mean
 
 
 def step_records(prog, steps) -> list[dict]:
@@ -24,26 +27,46 @@ def step_records(prog, steps) -> list[dict]:
     return out
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m engine.enumerate",
-                                 description="List the one-step neighbours of a LEIR program.")
+DESCRIPTION = """\
+List the one-step neighbours of a LEIR program: every rewrite the loaded strategies offer, one
+per distinct result, with its strategy, rule, site and parameters and the resulting program.
+With --json each is a step record (one JSON object per line) that python -m engine.apply
+replays. Exit status 0; 1 when a rule built an invalid program (a rule bug, reported on
+stderr); 2 on a user error (a bad program file, an unknown strategy, a rule-file error).
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m engine.enumerate", description=DESCRIPTION,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("program", help=".leir, .json or .jsonl file (use --name to pick from several)")
-    ap.add_argument("--name", help="program name inside a multi-program file")
-    ap.add_argument("--strategy", action="append",
-                    help="only this strategy or strategy set (all, paper, extra, user, bitwise, a category); repeatable")
-    ap.add_argument("--category", action="append", help="only this category (repeatable)")
+    ap.add_argument("--name", help="program name inside a multi-program file (default: the file's only program)")
+    add_strategies_option(ap, "only these strategies or strategy sets (all, paper, extra, user, bitwise, a "
+                              "category; default: every loaded strategy)")
+    ap.add_argument("--category", action="append", metavar="C",
+                    help="only strategies of this category (graph, operator, memory, math); repeatable")
     ap.add_argument("--json", action="store_true", help="one JSON step record per line")
-    ap.add_argument("--limit", type=int, default=None, help="print at most N neighbours")
+    ap.add_argument("--limit", type=int, default=None, metavar="N", help="print at most N neighbours (default: all)")
     add_rules_options(ap)
     ap.add_argument("--emit-jsonl", metavar="OUT",
                     help="also write the listed neighbours as corpus-format program records (one per line), "
                          "ready for `python -m lowering.verify PROG OUT --name NAME`")
-    args = ap.parse_args(argv)
+    return say_defaults(ap)
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    if args.limit is not None and args.limit < 0:
+        raise LeirError(f"--limit must be at least 0, got {args.limit}")
+    unknown = [c for c in args.category or () if c not in CATEGORIES]
+    if unknown:
+        raise LeirError(f"--category: unknown category '{unknown[0]}'{did_you_mean(unknown[0], CATEGORIES)} "
+                        f"(categories: {', '.join(CATEGORIES)})")
     prog = load_program(args.program, args.name)
     engine = Engine(args.rules)
-    wanted = args.strategy or args.category
-    if args.strategy and args.category:       # both given: the strategies of those categories
-        names, bitwise = resolve_strategies(engine.rulebook, args.strategy)
+    names, bitwise = resolve_strategies(engine.rulebook, args.strategies, flag="--strategies")
+    wanted = args.strategies or args.category
+    if args.strategies and args.category:       # both given: the strategies of those categories
         cats = set(args.category)
         wanted = [n for n in names if engine.strategy(n).category in cats] + (["bitwise"] if bitwise else [])
     steps = engine.enumerate(prog, wanted) if wanted != [] else []

@@ -327,7 +327,8 @@ def main(argv=None) -> int:
                         help=f"skip programs with more loop iterations (default {DEFAULT_MAX_POINTS})")
         ap.add_argument("--log", help="append the workers' diagnostics (TVM warnings) to this file")
         ap.add_argument("--no-nvcc", action="store_true", help="do not compile the CUDA source with nvcc")
-        a = ap.parse_args(argv)
+        from engine.leir.cli import say_defaults
+        a = say_defaults(ap).parse_args(argv)
         targets = _targets(a.targets)
         if a.trials < 1:
             raise LeirError("--trials must be at least 1")

@@ -1,12 +1,12 @@
-"""``python -m lowering.rule_examples [RULES_DIR] [--rules DIR ...] [--no-builtin-rules]``: lint the
+"""``python -m lowering.rule_examples [RULES_DIR] [--rules DIR ...] [--no-builtin-rules] [--only WHICH]``: lint the
 rule files (``python -m engine.lint``), then run every strategy block's ``@example`` as a test:
 the BEFORE program enumerated with the block's strategy lists the AFTER program, the step replays
 from its JSON record, and the neighbour verifies on llvm against BEFORE at the block's exactness
 (``engine.rewrite.example_check``; the verification is this floor's, the engine knows no lowering).
-One ``file:line:col: error:`` line per failing example, then a summary; exit 2 on a failure."""
+``--only``: the examples of named strategies, sets or rule folders. One ``file:line:col: error:``
+line per failing example, then a summary; exit 2 on a failure."""
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -27,9 +27,10 @@ def example_verify(verifier):
     return verify
 
 
-def run_examples(rules, verifier=None) -> int:
-    """Check every example of the rules; one line per failure, then a summary. Exit 2 on a
-    failure. ``verifier``: a ``Verifier`` to share (default: llvm, 3 trials, 120 s each)."""
+def run_examples(rules, verifier=None, only: set[str] | None = None) -> int:
+    """Check the examples of the rules (``only``: of these strategies); one line per failure,
+    then a summary. Exit 2 on a failure. ``verifier``: a ``Verifier`` to share (default: llvm,
+    3 trials, 120 s each)."""
     from engine.rewrite.example_check import ExampleChecker, format_outcome
 
     from .verifier import Verifier
@@ -40,7 +41,7 @@ def run_examples(rules, verifier=None) -> int:
     failed = 0
     try:
         checker = ExampleChecker(example_verify(verifier), rules)
-        exs = checker.examples()
+        exs = [ex for ex in checker.examples() if only is None or ex.strategy in only]
         for ex in exs:
             o = checker.check(ex)
             if not o.ok:
@@ -49,7 +50,8 @@ def run_examples(rules, verifier=None) -> int:
     finally:
         if own:
             verifier.close()
-    print(f"{len(exs)} example(s): {len(exs) - failed} passed, {failed} failed "
+    blocks = len({ex.strategy for ex in exs})
+    print(f"{len(exs)} example(s) of {blocks} block(s): {len(exs) - failed} passed, {failed} failed "
           f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return 2 if failed else 0
 
@@ -65,12 +67,10 @@ def _relative(line: str) -> str:
 
 
 def main(argv=None) -> int:
-    from engine.lint import parse_sources, report
-    sources = parse_sources(argparse.ArgumentParser(prog="python -m lowering.rule_examples",
-                                                    description=__doc__.splitlines()[0]), argv)
-    if sources is None:
-        return 2
-    return report(sources) or run_examples(sources)
+    from engine.lint import checked, parser, selection
+    args = parser("python -m lowering.rule_examples", only=True).parse_args(argv)
+    sources, book, status = checked(args)
+    return status or run_examples(sources, only=selection(book, args.only))
 
 
 if __name__ == "__main__":

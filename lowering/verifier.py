@@ -214,6 +214,20 @@ def _schedule_now(programs: list, schedule: list, opts: dict) -> dict:
     return measure_schedule_now(programs, schedule, opts)
 
 
+def _build_now(program: dict, opts: dict) -> dict:
+    """Whether the program builds (``lowering.run.build``), computed in this process."""
+    from engine.leir.files import program_from_json
+
+    from .run import build
+    t0 = time.perf_counter()
+    try:
+        built = build(program_from_json(program), opts["target"], opts["arch"])
+    except LeirError as e:
+        return {"ok": False, "reason": "build failed", "message": e.message, "seconds": time.perf_counter() - t0}
+    return {"ok": True, "reason": "built", "message": None, "vectorized": built.vectorized,
+            "seconds": time.perf_counter() - t0}
+
+
 def _paired_now(programs: list, opts: dict) -> dict:
     from .measure.rounds import measure_paired_now
     return measure_paired_now(programs, opts)
@@ -224,8 +238,8 @@ def _alone_now(programs: list, rounds: int, opts: dict) -> dict:
     return measure_alone_now(programs, rounds, opts)
 
 
-HANDLERS = {"verify": _verify_now, "against": _against_now, "measure": _measure_now, "schedule": _schedule_now,
-            "paired": _paired_now, "alone": _alone_now}
+HANDLERS = {"build": _build_now, "verify": _verify_now, "against": _against_now, "measure": _measure_now,
+            "schedule": _schedule_now, "paired": _paired_now, "alone": _alone_now}
 
 
 class Verifier:
@@ -286,6 +300,15 @@ class Verifier:
             return self._count(Verdict.from_json(out))
         reason, msg = out
         return self._count(Verdict(False, reason, msg, self.target, _tolerance_record(opts)))
+
+    def build(self, program) -> dict:
+        """Whether ``program`` builds on the target: {"ok", "reason" (built, build failed, timeout,
+        crashed), "message"}; a build that crashes the worker is a "crashed" answer."""
+        out = self._run("build", (program.to_json(), self._opts(None)))
+        if isinstance(out, dict):
+            return out
+        reason, msg = out
+        return {"ok": False, "reason": reason, "message": msg}
 
     def verify_step(self, original, step) -> Verdict:
         """``verify`` of a step's result at the tolerance its exactness demands."""

@@ -32,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--json", action="store_true", help="print the best result as JSON")
     from engine.rewrite.sources import add_rules_options
     add_rules_options(ap)
-    return ap
+    from engine.leir.cli import say_defaults
+    return say_defaults(ap)
 
 
 def main(argv=None) -> int:
@@ -56,7 +57,14 @@ def _main(argv) -> int:
     opts.validate()
     from engine import Engine
     from engine.rewrite.sources import check_same_rules
-    engine = Engine(rules=a.rules, strategies=opts.strategies)
+    from engine.rewrite.unknown import UnknownStrategy
+    try:
+        engine = Engine(rules=a.rules, strategies=opts.strategies)
+    except UnknownStrategy as e:
+        raise e.for_flag("--strategies") from None
+    if opts.policy in LLM_POLICIES:               # a server that cannot answer fails here, not per sample
+        from .client import check_endpoint
+        check_endpoint(opts.endpoint, opts.model, api_key_env=opts.api_key_env, timeout=min(opts.llm_timeout, 30.0))
     resume = None
     if a.resume and os.path.exists(a.output):
         from .trajectory import load_trajectory
@@ -93,7 +101,27 @@ def _main(argv) -> int:
         else:
             line = closing(best)
         print(f"{program.name}: {line}; {traj.samples} samples; trajectory {a.output}")
+    why = model_failure(traj.record.get("samples") or [])
+    if why:
+        print(f"error: {why}; the trajectory {a.output} holds each failure", file=sys.stderr)
+        return 1
     return 0
+
+
+LLM_POLICIES = ("llm", "llm-free")
+
+
+def model_failure(samples: list[dict]) -> str | None:
+    """Why the search could not do its job when every sample failed at the model boundary (no
+    answer, or none that could be used), else None."""
+    if not samples or any(s.get("kind") != "failed answer" for s in samples):
+        return None
+    by_reason: dict[str, list] = {}
+    for s in samples:
+        by_reason.setdefault(s.get("status") or "failed answer", []).append(s)
+    parts = [f"{len(v)} {k}" + (f" ({str(v[0]['message'])[:160]})" if v[0].get("message") else "")
+             for k, v in sorted(by_reason.items(), key=lambda kv: -len(kv[1]))]
+    return f"every one of the {len(samples)} sample(s) failed at the model: " + "; ".join(parts)
 
 
 if __name__ == "__main__":

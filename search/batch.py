@@ -25,7 +25,7 @@ EPILOG = """examples:
 PASSED = (
     ("budget", int, "samples per run (default %(default)s)"),
     ("target", str, "llvm or cuda"),
-    ("strategies", str, "strategy set or comma-separated names"),
+    ("strategies", str, "strategy set or comma-separated names (--strategy is the same flag)"),
     ("iterations", int, "override the paper's iterations"),
     ("per_node", int, "override the proposals per expansion"),
     ("beam_width", int, "override beam's k"),
@@ -77,10 +77,12 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--address", help="Ray cluster address to join (e.g. 'auto' or HEAD:6379)")
     s = ap.add_argument_group("search options (as for python -m search)")
     for name, typ, text in PASSED:
-        s.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=getattr(d, name), help=text)
+        flags = ["--" + name.replace("_", "-")] + (["--strategy"] if name == "strategies" else [])
+        s.add_argument(*flags, dest=name, type=typ, default=getattr(d, name), help=text)
     from engine.rewrite.sources import add_rules_options
     add_rules_options(ap)
-    return ap
+    from engine.leir.cli import say_defaults
+    return say_defaults(ap)
 
 
 def _list(text: str, what: str, noun: str = "", allowed=None, cast=str) -> list:

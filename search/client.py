@@ -110,3 +110,52 @@ class ChatClient:
 
 def _error(e, status, validation: bool) -> dict:
     return {"type": type(e).__name__, "status": status, "message": str(e)[:300], "validation": validation}
+
+
+def check_url(url: str) -> None:
+    """``--endpoint`` is an http(s) URL (``LeirError`` otherwise); no request is made."""
+    from urllib.parse import urlparse
+
+    from engine.leir.diagnostics import LeirError
+    u = urlparse(url)
+    if u.scheme not in ("http", "https") or not u.netloc:
+        raise LeirError(f"--endpoint '{url}' is not an http(s) URL (expected e.g. http://localhost:8000/v1)")
+
+
+def check_endpoint(url: str, model: str | None = None, *, api_key_env: str = "OPENAI_API_KEY",
+                   timeout: float = 30.0) -> list[str]:
+    """Before the first prompt: ``url`` is an http(s) URL of a server that answers the
+    OpenAI-compatible ``GET /models``, and serves ``model`` (when the server lists any).
+    Raises ``LeirError`` naming ``--endpoint`` or ``--model`` with what went wrong (not
+    reachable, no such API at that path, a refused key, an unknown model); returns the models
+    served. ``python -m search --policy llm`` and ``python -m dataset.evaluate`` call it."""
+    import openai
+
+    from engine.leir.diagnostics import LeirError
+    from engine.rewrite.unknown import did_you_mean
+    check_url(url)
+    client = openai.OpenAI(base_url=url, api_key=os.environ.get(api_key_env) or "EMPTY", timeout=timeout,
+                           max_retries=0)
+    where = f"--endpoint {url}"
+    try:
+        served = [m.id for m in client.models.list()]
+    except (openai.APIConnectionError, openai.APITimeoutError) as e:
+        cause = e.__cause__ or e
+        raise LeirError(f"{where}: cannot reach the endpoint ({type(cause).__name__}: {str(cause)[:120]}); is the "
+                        "server running, and is the URL right?") from None
+    except openai.NotFoundError:
+        raise LeirError(f"{where}: no OpenAI-compatible API there (GET {url.rstrip('/')}/models answered 404); the "
+                        "base URL usually ends with /v1, e.g. http://localhost:8000/v1") from None
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
+        raise LeirError(f"{where}: the server refused the API key (HTTP {e.status_code}); put the key in "
+                        f"${api_key_env} (--api-key-env names another variable)") from None
+    except openai.APIStatusError as e:
+        raise LeirError(f"{where}: GET /models answered HTTP {e.status_code}: {str(e)[:160]}") from None
+    except (openai.OpenAIError, ValueError, TypeError, AttributeError) as e:   # not the API's JSON
+        raise LeirError(f"{where}: not an OpenAI-compatible API (GET /models: {type(e).__name__}: "
+                        f"{str(e)[:120]})") from None
+    if model is not None and served and model not in served:
+        shown = ", ".join(served[:8]) + (", ..." if len(served) > 8 else "")
+        raise LeirError(f"--model {model}: the server at {url} does not serve it{did_you_mean(model, served)}; it "
+                        f"serves: {shown}")
+    return served

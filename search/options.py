@@ -40,16 +40,21 @@ def opt(default, group: str, help: Optional[str] = None, *, choices=None, type=N
 
 @dataclass
 class SearchOptions:
-    algorithm: str = opt("greedy", "search", choices=ALGORITHM_NAMES)
-    policy: str = opt("cost", "search", choices=POLICY_NAMES)
+    algorithm: str = opt("greedy", "search", "the search algorithm: the paper's greedy, beam, bfs, dfs, mcts, chain, "
+                         "chain-no-parent, or kernels (per-statement kernels composed by e-graph extraction; "
+                         "docs/search.md)", choices=ALGORITHM_NAMES)
+    policy: str = opt("cost", "search", "who chooses among the legal steps: cost (a cost model, with a prior trained "
+                      "on the public corpus), measure (times candidates), random, llm (a served model chooses from "
+                      "the menu), llm-free (a served model writes the next program)", choices=POLICY_NAMES)
     budget: int = opt(64, "search", "samples: candidates verified and timed (default 64)")
-    target: str = opt("llvm", "search", choices=TARGET_NAMES)
-    seed: int = opt(0, "search")
+    target: str = opt("llvm", "search", "where candidates are built, verified and timed: llvm (this CPU) or cuda",
+                      choices=TARGET_NAMES)
+    seed: int = opt(0, "search", "seed of every random choice of the run")
     strategies: str = opt("paper,extra", "search",
                           "strategy set or comma-separated names and sets (all, paper, extra, user, bitwise, graph, "
                           "operator, memory, math; default paper,extra: the paper's 43 and the project's own "
                           "(dead code elimination, vectorised reductions, register blocking); your own strategies "
-                          "need 'all', 'user' or their names)")
+                          "need 'all', 'user' or their names; --strategy is the same flag)", aliases=("--strategy",))
     # algorithm parameters; None: the paper's value for the algorithm (search.algorithms.PAPER)
     iterations: Optional[int] = opt(None, "search", "override the paper's iterations (greedy, beam, mcts, chain)",
                                     type=int)
@@ -64,8 +69,8 @@ class SearchOptions:
     trials: int = opt(3, "measurement", "verification trials (default 3)")
     timeout: float = opt(300.0, "measurement", "seconds per build/run (default 300)")
     workers: int = opt(1, "measurement", "verifier processes: builds in parallel")
-    min_repeat_ms: float = opt(2.0, "measurement")   # each timed repeat runs the program this long at least
-    repeat: int = opt(7, "measurement")
+    min_repeat_ms: float = opt(2.0, "measurement", "each timed repeat runs the program this many ms at least")
+    repeat: int = opt(7, "measurement", "timed repeats per measurement")
     confirm: int = opt(3, "measurement", "best nodes re-timed against the original at the end")
     # policies
     screen: int = opt(6, "policies", "measure policy: candidates timed per choice")
@@ -84,8 +89,8 @@ class SearchOptions:
                           "json_schema), json-object (llama.cpp json_object + schema), openai (strict json_schema), "
                           "none; vllm-json (structured_outputs json) on request only. Answers are parsed and checked "
                           "either way", choices=CONSTRAINTS)
-    temperature: float = opt(0.3, "policies")
-    max_tokens: int = opt(4096, "policies")
+    temperature: float = opt(0.3, "policies", "llm policies: sampling temperature")
+    max_tokens: int = opt(4096, "policies", "llm policies: tokens per answer at most")
     llm_timeout: float = opt(120.0, "policies", "seconds per LLM request")
     retries: int = opt(4, "policies", "retries on 429/5xx/timeouts (backoff)")
     menu_size: int = opt(40, "policies", "menu entries shown to the model at most")
@@ -93,7 +98,8 @@ class SearchOptions:
                              "left out (a tokenizer-free estimate, on the high side; default 2000)")
     menu_detail: str = opt("compact", "policies", "menu entries show what changes (compact, default) or the whole "
                            "changed statements (full)", choices=MENU_DETAILS)
-    system_prompt: str = opt("You are a helpful IR optimization assistant.", "policies")
+    system_prompt: str = opt("You are a helpful IR optimization assistant.", "policies",
+                             "llm policies: the system message")
     gpu_name: str = opt("H20-3e", "policies", "GPU named in the prompt for --target cuda")
     # additions (after the flags of earlier versions, so that --help only grows)
     screen_share: float = opt(SCREEN_SHARE, "policies",
@@ -135,11 +141,12 @@ class SearchOptions:
             if not ok:
                 raise LeirError(what)
         need(self.algorithm in ALGORITHM_NAMES,
-             f"unknown algorithm '{self.algorithm}' (expected one of {', '.join(ALGORITHM_NAMES)})")
-        need(self.policy in POLICY_NAMES, f"unknown policy '{self.policy}' (expected one of {', '.join(POLICY_NAMES)})")
-        need(self.target in TARGET_NAMES, f"unknown target '{self.target}' (expected llvm or cuda)")
+             f"--algorithm: unknown algorithm '{self.algorithm}' (expected one of {', '.join(ALGORITHM_NAMES)})")
+        need(self.policy in POLICY_NAMES,
+             f"--policy: unknown policy '{self.policy}' (expected one of {', '.join(POLICY_NAMES)})")
+        need(self.target in TARGET_NAMES, f"--target: unknown target '{self.target}' (expected llvm or cuda)")
         need(self.constraint in CONSTRAINTS,
-             f"unknown constraint '{self.constraint}' (expected one of {', '.join(CONSTRAINTS)})")
+             f"--constraint: unknown constraint '{self.constraint}' (expected one of {', '.join(CONSTRAINTS)})")
         need(isinstance(self.budget, int) and self.budget >= 1, "--budget must be a positive number of samples")
         for name in ("iterations", "per_node", "beam_width", "max_depth"):
             v = getattr(self, name)
@@ -158,7 +165,13 @@ class SearchOptions:
         need(self.menu_size >= 1, "--menu-size must be at least 1")
         need(self.prompt_tokens >= 1, "--prompt-tokens must be at least 1")
         need(self.retries >= 0, "--retries must be at least 0")
-        need(self.timeout > 0 and self.llm_timeout > 0, "timeouts must be positive")
+        need(self.timeout > 0, f"--timeout must be positive, got {self.timeout}")
+        need(self.llm_timeout > 0, f"--llm-timeout must be positive, got {self.llm_timeout}")
+        need(self.temperature >= 0, f"--temperature must be at least 0, got {self.temperature}")
+        need(self.max_tokens >= 1, f"--max-tokens must be at least 1, got {self.max_tokens}")
+        need(self.repeat >= 1, f"--repeat must be at least 1, got {self.repeat}")
+        need(self.min_repeat_ms > 0, f"--min-repeat-ms must be positive, got {self.min_repeat_ms}")
+        need(self.confirm >= 0, f"--confirm must be at least 0, got {self.confirm}")
         need(self.compose_every >= 2, "--compose-every must be at least 2")
         try:
             self.protocol()
@@ -223,8 +236,11 @@ def add_option_flags(parser, groups: Optional[dict] = None) -> dict:
         if meta["choices"] is not None:
             kw["choices"] = meta["choices"]
             kw.pop("type", None)
-        if meta["help"] is not None:
-            kw["help"] = meta["help"]
+        text = meta["help"] or ""
+        if default is not None and "default" not in text:      # every flag says its default
+            text = (text + " " if text else "") + f"(default {default})"
+        if text:
+            kw["help"] = text
         g.add_argument(flag, *meta["aliases"], **kw)
     return groups
 

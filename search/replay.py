@@ -81,7 +81,8 @@ def _main(argv) -> int:
                                                "trajectory's --rounds, 20)")
     from engine.rewrite.sources import add_rules_options
     add_rules_options(ap)
-    a = ap.parse_args(argv)
+    from engine.leir.cli import say_defaults
+    a = say_defaults(ap).parse_args(argv)
     rec = load_trajectory(a.trajectory).record
     try:
         r = replay(rec, a.target, a.rounds, a.rules)

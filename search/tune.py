@@ -222,13 +222,14 @@ def _main(argv) -> int:
     ap.add_argument("program", help="program file (.leir/.json), or a trajectory with --best")
     ap.add_argument("--best", action="store_true",
                     help="tune the plain form of the best program of a search trajectory (rewrite-then-tune)")
-    ap.add_argument("--trials", type=int, default=64)
+    ap.add_argument("--trials", type=int, default=64, help="MetaSchedule trials (default 64)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--jobs", action="store_true",
                     help="PROGRAM is a JSON list of {name, program, original, trials}; one JSON line each "
                          "(one process pays MetaSchedule's start-up once)")
-    a = ap.parse_args(argv)
+    from engine.leir.cli import say_defaults
+    a = say_defaults(ap).parse_args(argv)
     why = check_ffi()
     if why:
         raise LeirError(why)

@@ -135,6 +135,49 @@ def test_bad_sources_are_notes_not_the_end_of_the_job(reference):
     assert "more.jsonl:2:" in by_source["more.jsonl:2"]["message"]
     stats = json.loads((reference / "stats.json").read_text())
     assert stats["sources"]["skipped"] == {"bad source": 2}
+    # the card's figures add up: every source is a program or left out with its reason
+    src = stats["sources"]
+    assert src["programs"] + sum(src["skipped"].values()) == src["tasks"] == 6
+    assert f"programs: {src['programs']} of 6 sources (left out: 2 bad source)" in (reference / "README.md").read_text()
+
+
+def test_a_source_that_does_not_exist_or_holds_no_program_is_exit_2(sources, tmp_path, capsys):
+    from engine.leir.cli import run_cli
+    assert run_cli(generate.main, [str(tmp_path / "nope.leir"), "-o", str(tmp_path / "o")]) == 2
+    assert "nope.leir: error: no such file or folder" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    only_bad = tmp_path / "bad"
+    only_bad.mkdir()
+    (only_bad / "broken.leir").write_text(PROGRAMS["broken.leir"])
+    assert run_cli(generate.main, [str(only_bad), "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "error: no program to generate from: bad/broken.leir:4:" in err and not (tmp_path / "o").exists()
+
+
+def test_a_folder_reads_only_program_files(tmp_path):
+    """The quick start's `dataset.generate examples` reads the examples and the corpus's programs,
+    not examples/corpus/reference_coverage.jsonl (records of strategies, not programs)."""
+    from dataset.sources import job_sources, resolve_sources
+    specs, notes = resolve_sources([str(ROOT / "examples")], None, "default", "f32", 1, 0)
+    assert notes == [] and len(specs) == 5 + 99
+    assert not any("reference_coverage" in sp["source"] for sp in specs)
+    assert all(sp["source"].startswith("examples/") for sp in specs)
+    assert job_sources([str(ROOT / "examples")])[0]["name"] == "examples"
+
+
+def test_check_refuses_a_dataset_without_rows_unless_told(tmp_path, capsys):
+    from engine.leir.cli import run_cli
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "matmul.leir").write_text(PROGRAMS["matmul.leir"])
+    out = tmp_path / "out"
+    assert generate.main([str(src), "-o", str(out), "--max-points", "2", "--no-plots"]) == 0   # too big: no row
+    capsys.readouterr()
+    assert run_cli(checker.main, [str(out), "--sample", "0"]) == 1
+    printed = capsys.readouterr().out
+    assert "rows.jsonl: no rows: the dataset is empty (0 program(s) of 1 source(s); left out: 1 too big" in printed
+    assert "--allow-empty" in printed
+    assert run_cli(checker.main, [str(out), "--sample", "0", "--allow-empty"]) == 0
 
 
 def test_chat_files_and_stats(reference):

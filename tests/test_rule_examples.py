@@ -172,4 +172,4 @@ def test_cli_runs_the_examples(tmp_path, capsys, verifier):
     assert run_examples(str(d), verifier=verifier) == 2
     err = capsys.readouterr().err
     assert "x.egg:13:1: error: example of 'double_it': the neighbour does not verify" in err
-    assert "1 example(s): 0 passed, 1 failed" in err
+    assert "1 example(s) of 1 block(s): 0 passed, 1 failed" in err

@@ -32,10 +32,12 @@ def completion(texts, model="fake", prompt_tokens=100, completion_tokens=3):
 class FakeLLM:
     """A scripted OpenAI-compatible server. ``script``: actions used in order, then
     ``responder(body)`` for every later request. Actions: ("text", s) / ("texts", [s, ...]),
-    ("status", code), ("error", code, message), ("hang", seconds), ("raw", bytes)."""
+    ("status", code), ("error", code, message), ("hang", seconds), ("raw", bytes). ``GET
+    /v1/models`` lists ``models``."""
 
-    def __init__(self, script=(), responder=None):
+    def __init__(self, script=(), responder=None, models=("fake", "fake-model")):
         self.script = list(script)
+        self.models = list(models)
         self.responder = responder
         self.requests = []
         self.lock = threading.Lock()
@@ -44,6 +46,18 @@ class FakeLLM:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *a):
                 pass
+
+            def do_GET(self):                      # GET /v1/models: what the server serves
+                if self.path.rstrip("/") != "/v1/models":
+                    self.send_error(404)
+                    return
+                payload = json.dumps({"object": "list", "data": [{"id": m, "object": "model", "owned_by": "test"}
+                                                                 for m in fake.models]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
             def do_POST(self):
                 n = int(self.headers.get("Content-Length", 0))
@@ -243,6 +257,47 @@ def test_nothing_accepted_still_writes_the_trajectory(tmp_path, engine, verifier
     assert rec["summary"]["samples"] == 2 and len(rec["nodes"]) == 1
     assert rec["best"]["steps"] == [] and rec["best"]["speedup"] == 1.0
     assert rec["best"]["leir"] == tiny_program().to_leir()
+
+
+def test_the_search_command_checks_the_endpoint_before_the_first_sample(tmp_path, capsys):
+    """A dead server, a mistyped base URL and a model the server does not serve are each an
+    error naming the flag, exit 2, before any sample (no trajectory is written)."""
+    from engine.leir.cli import run_cli
+    from search.__main__ import _main
+    prog = tmp_path / "tiny.leir"
+    prog.write_text(tiny_program().to_leir_file())
+    out = tmp_path / "t.json"
+
+    def run(endpoint, model="fake"):
+        rc = run_cli(_main, [str(prog), "-o", str(out), "--policy", "llm", "--endpoint", endpoint, "--model", model,
+                             "--budget", "2", "--quiet"])
+        return rc, capsys.readouterr().err
+    rc, err = run("http://127.0.0.1:9/v1")
+    assert rc == 2 and "error: --endpoint http://127.0.0.1:9/v1: cannot reach the endpoint" in err
+    assert run("localhost:8000/v1")[1].startswith("error: --endpoint 'localhost:8000/v1' is not an http(s) URL")
+    with FakeLLM(responder=menu_responder) as srv:
+        rc, err = run(srv.url.removesuffix("/v1"))
+        assert rc == 2 and "no OpenAI-compatible API there" in err and "/v1" in err
+        rc, err = run(srv.url, model="fak")
+        assert rc == 2 and "error: --model fak: the server at" in err and "(did you mean 'fake'" in err
+        assert not [r for r in srv.requests if r["path"].endswith("/chat/completions")]
+    assert not out.exists()
+
+
+def test_a_search_whose_every_sample_failed_at_the_model_exits_1_saying_why(tmp_path, capsys):
+    from engine.leir.cli import run_cli
+    from search.__main__ import _main
+    prog = tmp_path / "tiny.leir"
+    prog.write_text(tiny_program().to_leir_file())
+    out = tmp_path / "t.json"
+    with FakeLLM(responder=lambda body: ("error", 400, "the model is broken")) as srv:
+        rc = run_cli(_main, [str(prog), "-o", str(out), "--policy", "llm", "--endpoint", srv.url, "--model", "fake",
+                             "--budget", "2", "--retries", "0", "--quiet", "--trials", "1", "--repeat", "2",
+                             "--min-repeat-ms", "0.2"])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert "error: every one of the 2 sample(s) failed at the model: 2 llm error (BadRequestError" in err
+    assert "the model is broken" in err and json.loads(out.read_text())["complete"]
 
 
 # ------------------------------------------------------------------------------------ free-form

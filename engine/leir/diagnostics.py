@@ -15,6 +15,19 @@ def quoted(value, limit: int = 40) -> str:
     return f"'{shown}{'...' if cut else ''}'"
 
 
+def shown_path(path) -> str:
+    """A file name as messages show it: relative to the working folder when it lies below it."""
+    import os
+    text = str(path)
+    if not os.path.isabs(text):
+        return text
+    try:
+        rel = os.path.relpath(text)
+    except ValueError:               # another drive
+        return text
+    return text if rel.startswith("..") else rel
+
+
 def _visible(text: str) -> str:
     """A source line as printed under a message: tabs and invisible characters become spaces,
     so the caret stays under the column it points at."""
@@ -47,6 +60,11 @@ class LeirError(Exception):
         return self
 
     def format(self) -> str:
+        """``file:line:col: error: message`` (``<input>`` for text with no file); an error about
+        no file and no line (a command-line argument, whose message names the flag) is
+        ``error: message``."""
+        if self.file is None and self.line is None:
+            return f"error: {self.message}"
         where = self.file or "<input>"
         if self.line is not None:
             where += f":{self.line}:{self.col or 1}"

@@ -5,7 +5,10 @@ requires are added, so every AST prints to text that parses back to an equal AST
 """
 from __future__ import annotations
 
-from engine.leir.ast import BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, Unary, Var
+from dataclasses import replace
+
+from engine.leir.ast import (BinOp, Call, Compare, Equation, Loop, Nest, Num, Ref, Unary, Var, children,
+                             with_children)
 
 # Binding strength of each construct (higher binds tighter); mirrors leir.lark.
 _PREC_OR, _PREC_AND, _PREC_CMP, _PREC_ADD, _PREC_MUL, _PREC_UNARY, _PREC_POW, _PREC_ATOM = range(1, 9)
@@ -98,6 +101,55 @@ class Printer:
 
 
 _PLAIN = Printer()
+
+
+# --------------------------------------------------------------------------- layout as read back
+
+
+def with_printed_parens(item, memo: dict | None = None):
+    """``item`` (a statement or an expression) as the parser builds it from its printed text:
+    the parser keeps every parenthesis it reads as a ``paren`` flag, so each expression the
+    printer parenthesises (its own flag, or precedence) gets the flag. Nothing else changes,
+    and a node already so is returned as it is (``memo``: id -> result, shared across calls).
+
+    Flags take no part in equality but decide the printed text of a node moved by a rewrite
+    into a context that needs no parentheses: a tree a rule built and the same program read
+    back from its text print alike only once both carry the flags the text implies
+    (``engine.rewrite.enumerate`` applies this to what it rewrites and what it builds)."""
+    memo = {} if memo is None else memo
+    if isinstance(item, Equation):
+        lhs, rhs = _layout(item.lhs, 0, memo), _layout(item.rhs, 0, memo)
+        return item if lhs is item.lhs and rhs is item.rhs else replace(item, lhs=lhs, rhs=rhs)
+    if isinstance(item, Nest):
+        body = tuple(with_printed_parens(b, memo) for b in item.body)
+        return item if all(a is b for a, b in zip(body, item.body)) else replace(item, body=body)
+    return _layout(item, 0, memo)
+
+
+def _layout(e, need: int, memo: dict):
+    key = (id(e), need)
+    got = memo.get(key)
+    if got is not None and got[0] is e:
+        return got[1]
+    if isinstance(e, BinOp):
+        p = _BINOP_PREC[e.op]
+        needs = (_PREC_ATOM, _PREC_UNARY) if e.op == "**" else (p, p + 1)
+    elif isinstance(e, Unary):
+        needs = (_PREC_UNARY,)
+    elif isinstance(e, Compare):
+        needs = (_PREC_ADD,) * len(e.operands)
+    else:                                        # Ref indices, Call arguments: no context
+        needs = (0,) * len(children(e))
+    kids = children(e)
+    new = tuple(_layout(c, n, memo) for c, n in zip(kids, needs))
+    paren = e.paren or _prec(e) < need
+    out = e
+    if any(a is not b for a, b in zip(new, kids)):
+        out = with_children(e, new)
+    if paren != e.paren:
+        out = replace(out, paren=paren)
+    memo[key] = (e, out)
+    return out
 
 
 def expr_to_str(e, need: int = 0) -> str:

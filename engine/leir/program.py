@@ -6,7 +6,7 @@ from functools import cached_property
 
 from engine.leir.ast import Nest, TensorDecl
 from engine.leir.limits import check_program_name
-from engine.leir.printer import body_to_str, item_to_str
+from engine.leir.printer import body_to_str, item_to_str, with_printed_parens
 from engine.leir.semantics import ProgramInfo, analyze
 
 
@@ -53,6 +53,16 @@ class Program:
     @property
     def known(self) -> tuple[TensorDecl, ...]:
         return self.inputs + self.outputs
+
+    def as_read_back(self) -> "Program":
+        """This program as the parser builds it from its own text: the same tree with the
+        ``paren`` flags its printed parentheses imply (``printer.with_printed_parens``); itself
+        when it is so already. Its analysis is kept (flags mean nothing to it)."""
+        memo: dict = {}
+        body = tuple(with_printed_parens(n, memo) for n in self.body)
+        if all(a is b for a, b in zip(body, self.body)):
+            return self
+        return Program(self.name, self.inputs, self.outputs, body, self._info)
 
     def with_body(self, body, check_inits: bool = False) -> "Program":
         """The same known tensors over a new body, re-analysed (raises ``LeirError``)."""

@@ -19,6 +19,7 @@ from engine.rewrite.enumerate import Enumerator, InvalidNeighbour
 from engine.rewrite.meta import CATEGORIES
 from engine.rewrite.sources import RuleSources
 from engine.rewrite.steps import Step, step_from_neighbour
+from engine.rewrite.unknown import UnknownStrategy, did_you_mean
 
 # set name -> which strategy blocks (engine.rewrite.rulebook.Strategy) it holds
 SETS = {
@@ -74,7 +75,8 @@ class Engine:
         try:
             return self._enum.strategies[name]
         except KeyError:
-            raise LeirError(f"unknown strategy '{name}' (known: {', '.join(sorted(self._enum.strategies))})") from None
+            raise UnknownStrategy(name, self._enum.strategies,
+                                  any(s.origin == "user" for s in self.rulebook.strategies)) from None
 
     def owner(self, rule: str):
         """The strategy block that owns a rule name, or None."""
@@ -142,7 +144,7 @@ class Engine:
             raise StepError("a step must be a Step or a dict with 'rule', 'site' and 'params'")
         owner = self._enum.owner.get(step.rule)
         if owner is None:
-            raise StepError(f"no strategy has a rule named '{step.rule}'")
+            raise StepError(f"no strategy has a rule named '{step.rule}'{did_you_mean(step.rule, self._enum.owner)}")
         if owner.name not in self.strategies:
             raise StepError(f"rule '{step.rule}' belongs to strategy '{owner.name}', which this engine does not load")
         candidates, by_key = self._steps_of(program, owner.name)
@@ -208,9 +210,9 @@ class Engine:
                 "invalid": list(self._invalid)}
 
 
-def resolve_strategies(book, spec) -> tuple[list[str], bool]:
+def resolve_strategies(book, spec, flag: str | None = None) -> tuple[list[str], bool]:
     """(strategy names in rule-file order, bitwise only?) of a set name, a strategy name or a
-    list of them."""
+    list of them. An unknown name raises ``UnknownStrategy`` (naming ``flag`` when given)."""
     order = [s.name for s in book.strategies]
     if spec is None:
         return order, False
@@ -225,8 +227,7 @@ def resolve_strategies(book, spec) -> tuple[list[str], bool]:
         elif it in by_name:
             chosen.add(it)
         else:
-            raise LeirError(f"unknown strategy or strategy set '{it}' (sets: {', '.join(SET_NAMES)}; "
-                            f"strategies: {', '.join(order)})")
+            raise UnknownStrategy(it, order, any(s.origin == "user" for s in book.strategies), flag)
     return [n for n in order if n in chosen], bitwise
 
 

@@ -27,6 +27,8 @@ from engine.rewrite.schema import Unsupported
 from engine.rewrite.session import Clock, Session, gc_paused
 from engine.rewrite.splice import Splicer
 from engine.rewrite.terms import Interner, encode
+from engine.rewrite.unknown import UnknownStrategy
+from engine.rewrite.validate import check_rulebook
 
 # names other modules and tests import from here
 __all__ = ["Enumeration", "Enumerator", "Invalid", "InvalidNeighbour", "Neighbour", "STATIC_RELATIONS",
@@ -54,18 +56,17 @@ class Enumerator:
         ``stratified``: saturate the analysis ruleset stratum by stratum (engine.strata); False
         saturates it as one ruleset (same result, slower: tests compare the two).
 
-        A rule book with a problem, or with a compute rule the code generator cannot compile
-        (engine.rewrite.codegen), is refused here with its file and line."""
+        A rule book with an error (every error ``engine.lint`` reports: engine.rewrite.validate),
+        or with a compute rule the code generator cannot compile (engine.rewrite.codegen), is
+        refused here with its file and line."""
         self.book = rulebook or load_rulebook(rules_dir)
-        if self.book.problems:
-            f, line, msg = self.book.problems[0]
-            raise LeirError(msg, line, getattr(self.book.problems[0], "col", None), file=f)
+        check_rulebook(self.book)
         self.strategies = self.book.by_name()
         self.owner = self.book.rule_owner()
         self.order = {s.name: i for i, s in enumerate(self.book.strategies)}
         for st in strategies or ():
             if st not in self.strategies:
-                raise LeirError(f"unknown strategy '{st}' (known: {', '.join(sorted(self.strategies))})")
+                raise self._unknown(st)
         self.loaded = tuple(s.name for s in self.book.strategies if strategies is None or s.name in strategies)
         self.compute = ComputeRules(self.book.programs())
         if self.compute.problems:
@@ -89,6 +90,9 @@ class Enumerator:
     _queried = property(lambda self: self.session.queried)
     _static = property(lambda self: self.session.static)
 
+    def _unknown(self, name: str) -> UnknownStrategy:
+        return UnknownStrategy(name, self.strategies, any(s.origin == "user" for s in self.book.strategies))
+
     def select(self, strategies=None, categories=None) -> tuple[str, ...] | None:
         """The selected strategies in rule-file order (None: every strategy, all loaded)."""
         if not strategies and not categories:
@@ -102,7 +106,7 @@ class Enumerator:
             names.append(s.name)
         for s in strategies or ():
             if s not in self.strategies:
-                raise LeirError(f"unknown strategy '{s}' (known: {', '.join(sorted(self.strategies))})")
+                raise self._unknown(s)
         if len(self.loaded) != len(self.book.strategies):
             names = [n for n in names if n in self.loaded]
             missing = sorted(set(strategies or ()) - set(self.loaded))
@@ -120,6 +124,7 @@ class Enumerator:
         selected = self.select(strategies, categories)
         if selected == ():
             return Enumeration([], [], 0)
+        program = program.as_read_back()     # its neighbours a function of its text, not of its history
         if self._stripped and not self.python_compute:
             self.compute_fallbacks += 1
             return self._egglog_compute().enumerate(program, strategies, categories, validate)

@@ -207,7 +207,7 @@ def read_examples(text: str, file: str, blocks) -> list[tuple[int, int, str]]:
                                       Snippet(tuple(lines)), aline, rule, tuple(params)))
         cur = None
 
-    for no, raw in enumerate(text.splitlines(), 1):
+    for no, raw in enumerate(text.split("\n"), 1):
         m = _DIRECTIVE_LINE.match(raw)
         if m:
             key, value = m.group(2), m.group(3)

@@ -11,6 +11,7 @@ default when the directive is optional).
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -177,7 +178,7 @@ def scan_headers(text: str, filename: str, foreign=()) -> tuple[list[Header], li
     a ``foreign`` key (``@example``, ``@after``) belongs to another reader and is skipped whole."""
     headers: list[Header] = []
     problems: list[tuple[int, int, str]] = []
-    for no, raw in enumerate(text.splitlines(), 1):
+    for no, raw in enumerate(text.split("\n"), 1):
         s = raw.strip()
         if not s.startswith(";;") or "@" not in s:
             continue
@@ -208,7 +209,9 @@ def read_meta(header: Header) -> tuple[StrategyMeta | None, list[tuple[int, int,
         d = DIRECTIVES.get(key)
         line, col = found[0][1], found[0][2]
         if d is None:
-            problems.append((line, col, f"unknown metadata key @{key} (known: {', '.join(DIRECTIVES)})"))
+            close = difflib.get_close_matches(key, list(DIRECTIVES), n=1, cutoff=0.6)
+            hint = f" (did you mean @{close[0]}?)" if close else f" (known: {', '.join(DIRECTIVES)})"
+            problems.append((line, col, f"unknown metadata key @{key}{hint}"))
             continue
         if len(found) > 1 and not d.repeatable:
             problems.append((found[1][1], found[1][2], f"duplicate @{key} in block '{name}'"))

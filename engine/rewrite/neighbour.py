@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.leir.diagnostics import LeirError
-from engine.leir.printer import Printer
+from engine.leir.printer import Printer, with_printed_parens
 from engine.rewrite.names import UnknownPlaceholder, fresh_plan, rename_item, resolve_params
 from engine.rewrite.steps import Step
 
@@ -38,7 +38,8 @@ class Neighbour:
     The body, its text and the fresh names are materialised on first use (most callers
     sample a few neighbours of many): the new statements are printed with their placeholders
     and the fresh names substituted in the text, so listing texts never rebuilds an AST; the
-    renamed body is built only when asked for. ``program`` re-analyses the body with
+    renamed body is built only when asked for, its new statements as the parser would read
+    them back from their text (``with_printed_parens``). ``program`` re-analyses the body with
     ``check_inits`` (the printed text must carry the initialisation the rule built);
     failure raises ``InvalidNeighbour``.
     """
@@ -96,7 +97,8 @@ class Neighbour:
     def body(self) -> tuple:
         if self._body is None:
             self._plan()
-            new = tuple(rename_item(n, names) if names else n for n, names in zip(self._new, self._maps))
+            new = tuple(with_printed_parens(rename_item(n, names) if names else n)
+                        for n, names in zip(self._new, self._maps))
             self._body = self.base.body[:self.lo] + new + self.base.body[self.hi:]
         return self._body
 

@@ -171,7 +171,7 @@ def parse_blocks(text: str, filename: str, forms: list[SExp] | None = None):
             continue
         if f.head in ("rule", "rewrite", "birewrite"):
             name = keyword(f, ":name")
-            owner.rules.append(name.value.strip('"') if name is not None else "")
+            owner.rules.append(name.value.strip('"') if name is not None and not name.is_list else "")
     problems.extend(read_examples(text, filename, starts))
     return starts, outside, problems, identities
 
@@ -287,7 +287,13 @@ def load_rulebook(path=None) -> Rulebook:
     parsed: dict[str, list[SExp]] = {}
     seen: dict[str, Strategy] = {}
     for f in files:
-        text = f.read_text()
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else (e.strerror or str(e))
+            problems.append(Problem(str(f), 1, f"cannot read this rule file: {why}"))
+            texts[str(f)] = ""
+            continue
         texts[str(f)] = text
         try:
             source = text

@@ -13,7 +13,9 @@ check with other rules gives.
 
 Commands that load rules call ``add_rules_options(parser)``: ``--rules DIR`` (repeatable) and
 ``--no-builtin-rules``, parsed straight into ``args.rules``, a ``RuleSources`` that
-``Engine(rules=args.rules)`` takes.
+``Engine(rules=args.rules)`` takes. Commands that select strategies call
+``add_strategies_option``: ``--strategies`` (documented) or ``--strategy``, repeatable, each a
+comma list, parsed into a list of names.
 """
 from __future__ import annotations
 
@@ -83,7 +85,10 @@ class RuleSources:
                              "reinstall it)", file=str(RULES_DIR))
         out = [schema]
         for p in ([RULES_DIR] if builtin else []) + folders:
-            out += sorted(f for f in p.glob("*.egg") if f.name != SCHEMA_FILE)
+            found = sorted(f for f in p.glob("*.egg") if f.name != SCHEMA_FILE)
+            if not found and p in folders and not (p / SCHEMA_FILE).is_file():
+                raise _error("no rule files (*.egg) in this folder", file=str(p))
+            out += found
         seen: set = set()
         return [f for f in out if not (f.resolve() in seen or seen.add(f.resolve()))]
 
@@ -182,6 +187,21 @@ class _NoBuiltin(argparse.Action):
         setattr(namespace, self.dest, replace(cur, builtin=False))
 
 
+class _AddStrategies(argparse.Action):
+    def __call__(self, parser, namespace, value, option_string=None):
+        items = [t.strip() for t in value.split(",") if t.strip()]
+        if not items:
+            parser.error(f"{option_string}: expected a strategy name or set, got {value!r}")
+        setattr(namespace, self.dest, (getattr(namespace, self.dest) or []) + items)
+
+
+def add_strategies_option(parser, help: str) -> None:
+    """``--strategies S`` (also spelt ``--strategy``; repeatable, each a comma list of strategy
+    names and sets) into ``args.strategies``: a list, or None when not given."""
+    parser.add_argument("--strategies", "--strategy", dest="strategies", metavar="S", action=_AddStrategies,
+                        default=None, help=help + "; a comma list, repeatable (--strategy is the same flag)")
+
+
 def add_rules_options(parser: argparse.ArgumentParser) -> None:
     """``--rules DIR`` (repeatable) and ``--no-builtin-rules`` on a command that loads rules;
     after parsing, ``args.rules`` is the ``RuleSources`` to load (``Engine(rules=args.rules)``)."""
@@ -189,6 +209,6 @@ def add_rules_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--rules", metavar="DIR", action=_AddFolder, default=RuleSources(),
                    help="a folder of your own rule files (*.egg), loaded after the built-in rules; repeatable. A "
                         f"folder with its own {SCHEMA_FILE} is a complete rules directory and replaces the built-in "
-                        "rules")
+                        "rules (default: the built-in rules only)")
     g.add_argument("--no-builtin-rules", dest="rules", action=_NoBuiltin,
                    help=f"load only the --rules folders (and the package's schema, {SCHEMA_FILE})")

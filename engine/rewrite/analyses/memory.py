@@ -271,13 +271,19 @@ def table_vars(nest: Nest) -> list[str]:
     (precompute_indices). The analysis cannot see through a table value, so u must occur in
     no if_then_else of s (its condition would refine the range of an index built from u:
     padded reads c-1 under 1<=c<n+1) and in no index of a read of a tensor s writes at
-    another index (a recurrence F_{c-1}, whose order the analysis must see). Sorted."""
+    another index (a recurrence F_{c-1}, whose order the analysis must see). Nor may u occur
+    in a compound entry of a reduction's written index (X_{c*4+a} = X_{c*4+a} + ...): the
+    rule replaces the entry everywhere, and a reduction through a table index has no
+    expressible initialisation (its elements are known only at run time; lowering.tir
+    refuses it). Sorted."""
     eqs = [eq for _, eq in nest_equations(nest, ())]
     written: dict[str, set] = {}
     for eq in eqs:
         written.setdefault(eq.lhs.name, set()).add(eq.lhs.index)
     blocked: set[str] = set()
     for eq in eqs:
+        if eq.init is not None:
+            blocked |= {v for i in eq.lhs.index if not isinstance(i, Var) for v in all_vars(i)}
         for node in [eq.rhs, *eq.lhs.index]:
             for n in walk(node):
                 if isinstance(n, Call) and n.func == "if_then_else":
