@@ -208,6 +208,12 @@ USER = """
 ;; @exactness bitwise
 ;; @description marks one serial loop of a nest for the compiler to unroll
 ;; @cot the loop {param.loop} of {stmt} is marked {loop_kind}, which gives {stmt_after}.
+;; @example
+;;   input  A f32[4, 8]
+;;   output C f32[4, 8]
+;;   B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];
+;; @after loop_mark_unrolled loop=a
+;;   B^{4}_{tx=0}U^{8}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];
 (rule ((= s (Nest ls body)) (LoopAt ls i l) (= l (Lp "L" v n)) (> n 1) (< n 1024))
       ((Step s (Nest (LSet ls i (Lp "U" v n)) body) "loop_mark_unrolled" (PStr "loop" v (PNil))))
       :ruleset step :name "loop_mark_unrolled")

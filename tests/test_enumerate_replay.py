@@ -98,6 +98,12 @@ BUGGY = """
 ;; @inverse none
 ;; @exactness bitwise
 ;; @description unrolls a loop (and, deliberately, renames it in the header only: a rule bug)
+;; @example
+;;   input  A f32[4, 8]
+;;   output C f32[4, 8]
+;;   B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];
+;; @after loop_unrolling loop=a
+;;   B^{4}_{tx=0}U^{8}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];
 (rule ((= s (Nest ls body)) (LoopAt ls i l) (= l (Lp "L" v n)) (> n 1))
       ((Step s (Nest (LSet ls i (Lp "U" "zz" n)) body) "loop_unrolling" (PStr "loop" v (PNil))))
       :ruleset step :name "loop_unrolling")
