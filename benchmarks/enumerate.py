@@ -67,15 +67,15 @@ def run_set(engine, progs, strategies, validate: bool, repeat: int = 1) -> dict:
         seconds, cpu_seconds, phases = best
         t1 = time.perf_counter()
         for nb in res.neighbours:      # the lazily built parts: body, fresh names, text, provenances
-            nb.leir
-            nb.provenances
+            _ = nb.leir
+            _ = nb.provenances
         t2 = time.perf_counter()
         row = {"program": p.name, "seconds": seconds, "cpu_seconds": cpu_seconds, "neighbours": len(res.neighbours),
                "step_rows": res.step_rows, "phases": phases, "materialise_seconds": t2 - t1,
                "total_seconds": seconds + t2 - t1}
         if validate:
             for nb in res.neighbours:
-                nb.program
+                _ = nb.program
             row["validate_seconds"] = time.perf_counter() - t2
         rows.append(row)
     summary = {"programs": len(rows), "strategies": len(strategies)}

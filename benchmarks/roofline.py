@@ -86,7 +86,7 @@ def calibrate(threads: int) -> dict:
         for label, size in (("copy_gbs_cache", L2_BYTES), ("copy_gbs_stream", STREAM_BYTES)):
             src = torch.rand(size // 4, generator=g)
             dst = torch.empty_like(src)
-            ms = _best_ms(lambda: dst.copy_(src), min_ms=50.0 if size > L2_BYTES else 20.0)
+            ms = _best_ms(lambda dst=dst, src=src: dst.copy_(src), min_ms=50.0 if size > L2_BYTES else 20.0)
             out[label] = 2 * size / ms / 1e6            # bytes read + bytes written
         return out
     finally:

@@ -290,7 +290,7 @@ class Assembly:
                 items = [it for s, it in self.pooled if s == split]
                 ids, self.mix_reports[split] = mixing.select(items, name, self.seed)
                 keep |= ids
-        for split, it in self.pooled:
+        for _split, it in self.pooled:
             if keep is None or it.id in keep:
                 self.final_buckets.update(it.buckets)
         with open(self.stage / "pool.jsonl") as f:

@@ -75,7 +75,7 @@ def single_items(folder: Path, split: str, system_prompt: str) -> list[dict]:
                         file=str(rows))
     archive = {r["id"]: r for _, r in _jsonl(rows)}
     items = []
-    for no, rec, chat in ((no, rec, chat) for chat in chats for no, rec in _jsonl(chat)):
+    for no, rec, chat in ((no, rec, c) for c in chats for no, rec in _jsonl(c)):
         if split != "all" and rec.get("split") != split:
             continue
         row = archive.get(rec.get("id"))

@@ -220,7 +220,7 @@ def _determined(accesses, kernel_tags: dict) -> set[str]:
     found: set[str] = set()
     for d in range(rank):
         forms = []
-        for (ref, tag_of, inner, host), index in zip(accesses, entries):
+        for (_ref, tag_of, inner, host), index in zip(accesses, entries):
             extents = {**inner, **host}
             a = affine(index[d], extents) if index[d] is not None else None
             if a is None:
@@ -309,7 +309,7 @@ def _races(prog, allreduce: set, found: list) -> set:
     (statement, var, reason) entries."""
     info = prog.info
     serial: set = set()
-    for (root_path, root_var), members in sorted(_kernels(prog).items()):
+    for (_root_path, _root_var), members in sorted(_kernels(prog).items()):
         chains = {k: _chain(prog, info.equations[k]) for k, _ in members}
         kernel_tags: dict[str, int] = {}
         loops_of_tag: dict[str, set] = {}

@@ -86,7 +86,7 @@ def timed_rows(dirs: list[str]) -> tuple[list[dict], list[dict]]:
         job = json.loads(stats_path.read_text()).get("job", {}) if stats_path.is_file() else {}
         sources.append({"name": Path(d).name, "rows_sha256": _sha256(p), "sources": job.get("sources", []),
                         "options": {k: v for k, v in sorted(job.items()) if k != "sources"}})
-        for lineno, r in json_lines(p):
+        for _lineno, r in json_lines(p):
             t = r.get("timing") or {}
             s = t.get("speedup")
             if not isinstance(s, (int, float)) or not s > 0 or not math.isfinite(s):

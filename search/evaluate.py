@@ -147,7 +147,7 @@ class Evaluator:
         when equal, timed against the parent."""
         out: list = [None] * len(items)
         todo = []
-        for i, (prog, key, tol) in enumerate(items):
+        for i, (_prog, key, _tol) in enumerate(items):
             if key in self.cache:
                 out[i] = (self.cache[key], False)
             elif key in self.recorded:

@@ -195,7 +195,7 @@ class Run:
         program, key, tolerance, kind, labels, sample fields)."""
         got = self.evaluator.evaluate([(program, key, tol) for _, program, key, tol, _, _, _ in items], parent=node)
         out = []
-        for (prop, program, key, tol, kind, labels, extra), (outcome, fresh) in zip(items, got):
+        for (prop, program, key, _tol, kind, labels, extra), (outcome, fresh) in zip(items, got):
             if outcome.timing is not None and "leir" not in extra:
                 extra = dict(extra, leir=program.to_leir())   # what was timed (the cost model trains on it)
             idx = self.record_sample(node, kind, outcome, **extra) if fresh else self._sample_of(key)

@@ -284,7 +284,7 @@ def check(folder: Path, builtin: bool, engine: bool = True) -> tuple[list[str], 
         return ["lint raised: " + traceback.format_exc(limit=6)], -1
     problems = []
     texts = {}
-    for f, line, col, kind, msg in rep.items:
+    for f, line, col, _kind, msg in rep.items:
         p = Path(f)
         if not p.is_file():
             problems.append(f"not located in a file: {f}:{line}:{col}: {msg}")

@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 GUIDE = ROOT / "docs" / "authoring.md"
@@ -32,6 +34,7 @@ def run(cmd, cwd):
     return subprocess.run([sys.executable] + cmd[1:], cwd=cwd, capture_output=True, text=True, env=env)
 
 
+@pytest.mark.long
 def test_the_guide_runs_as_written(tmp_path):
     files, commands = guide_parts()
     assert set(files) == {"my_rules/simplify.egg", "scaled_copy.leir"}

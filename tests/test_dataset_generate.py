@@ -468,6 +468,7 @@ def test_timing_options_need_time_and_enough_rounds(tmp_path):
             generate.main([str(tmp_path), "-o", str(tmp_path / "o"), *extra])
 
 
+@pytest.mark.long
 def test_ray_backend_gives_the_local_output(sources, reference, tmp_path):
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,

@@ -52,6 +52,7 @@ def check_program(engine, program) -> set[str]:
     return rules
 
 
+@pytest.mark.long
 def test_spread_of_corpus_programs_replays_with_unique_keys(engine):
     progs = corpus()
     rules = set()

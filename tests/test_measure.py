@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import random
 
-import pytest
 
 from engine import parse_program
 from lowering.measure import EvaluationDatabase, Measurer, Protocol, TimingCache, record_problems

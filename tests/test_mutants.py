@@ -169,7 +169,7 @@ def test_the_rewriting_and_the_lowering_take_programs_at_the_depth_limit(kind, e
     assert steps
     keys = collections.Counter(s.key for s in steps)
     for s in steps[::max(1, len(steps) // 5)]:
-        again = _in_deep_stack(150, lambda: eng.apply(p, s.to_json()))
+        again = _in_deep_stack(150, lambda s=s: eng.apply(p, s.to_json()))
         # (expression_splitting lists several splits of one chain under one key: an engine defect
         # of its own, so replay is compared only where the key is unique)
         assert keys[s.key] > 1 or again.to_leir() == s.program.to_leir()

@@ -304,6 +304,7 @@ def test_every_strategy_fires_on_the_corpus_or_a_handwritten_program(groups):
     assert strategies - on_corpus == NOT_ON_CORPUS
 
 
+@pytest.mark.long
 def test_stratified_sample_is_valid_reparses_and_lowers(groups, tvm):
     sample = [(key, p, nb) for key in sorted(groups) for p, nb in spread(groups[key], PER_RULE)]
     assert len(sample) >= 200 and len({k[0] for k, _, _ in sample}) == len({s for s, _ in groups})

@@ -295,6 +295,7 @@ def test_stratified_sample_is_deterministic_and_spread():
 # --------------------------------------------------------------------------- tests: verification
 
 
+@pytest.mark.long
 def test_default_stratified_sample_verifies_equal(tvm):
     items = all_items()
     strategies = [s.name for s in engine().book.strategies]

@@ -120,7 +120,7 @@ def _exprs(depth: int):
         st.builds(Unary, st.just("-"), sub),
         st.builds(BinOp, st.sampled_from(["+", "-", "*", "/", "//", "%", "**", "&", "|"]), sub, sub),
         st.builds(lambda ops, xs: Compare(tuple(ops), tuple(xs)),
-                  st.lists(st.sampled_from(["<", "<=", ">", ">=", "==", "!="]), min_size=1, max_size=2), 
+                  st.lists(st.sampled_from(["<", "<=", ">", ">=", "==", "!="]), min_size=1, max_size=2),
                   st.lists(sub, min_size=3, max_size=3)).map(
             lambda c: Compare(c.ops, c.operands[: len(c.ops) + 1])),
         st.sampled_from(sorted(FUNCTIONS)).flatmap(

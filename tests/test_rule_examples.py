@@ -16,7 +16,7 @@ import pytest
 
 from engine.rewrite.example_check import ExampleChecker, format_outcome
 from engine.rewrite.examples import Example
-from engine.rewrite.rulebook import RULES_DIR, load_rulebook
+from engine.rewrite.rulebook import load_rulebook
 from lowering.rule_examples import example_verify
 
 

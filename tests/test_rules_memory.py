@@ -196,6 +196,7 @@ def _size_exception(p, monkeypatch) -> bool:
     return bool(nbs) and all(any(n > limit[sc] for sc, n in scoped_bytes(nb.program)) for nb in nbs)
 
 
+@pytest.mark.long
 def test_corpus_neighbours_are_valid_and_cover_the_reference(engine, monkeypatch):
     """Every (program, memory strategy) pair of reference_coverage.jsonl is matched; the only
     misses are set_storage_scope pairs, each checked to be an S18 (b) rejection, and

@@ -145,6 +145,6 @@ def test_every_range_guarded_rule_has_a_regression_case_and_its_block_says_why()
                                                           "normal_matmul_to_prefix_matmul_based_on_online_softmax"}
     assert set(guarded) == covered
     by_name = load_rulebook().by_name()
-    for rule, strategy in guarded.items():
+    for _rule, strategy in guarded.items():
         assert by_name[strategy].range, strategy
     assert {s.name for s in by_name.values() if s.range} == set(guarded.values())

@@ -249,8 +249,8 @@ def _lower_every(corpus_neighbours, step: int) -> int:
     """Lowers every ``step``-th neighbour of each (program, strategy) to TIR; how many it lowered."""
     from lowering.tir import lower_to_tvmscript
     n = 0
-    for name, (p, by) in sorted(corpus_neighbours.items()):
-        for s, res in by.items():
+    for name, (_p, by) in sorted(corpus_neighbours.items()):
+        for _s, res in by.items():
             for nb in res.neighbours[::step]:
                 assert "T.prim_func" in lower_to_tvmscript(nb.program, "llvm"), (name, nb.leir)
                 n += 1

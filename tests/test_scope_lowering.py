@@ -330,6 +330,7 @@ def corpus():
     return corpus_programs()
 
 
+@pytest.mark.long
 def test_spread_of_corpus_scoped_neighbours_builds_for_cuda(corpus, tvm):
     items = corpus_items(spread(list(corpus), PROGRAMS), PER_PROGRAM, BOUND_PER_PROGRAM)
     kinds = [scopes(nb.program) for _, _, nb in items]

@@ -380,7 +380,7 @@ class _Translator:
             with torch.no_grad():
                 out = n.target(*args, **kwargs)
         except Exception as ex:  # noqa: BLE001 - report where the user wrote it
-            raise located_error(f"cannot evaluate {n.target} on constants: {ex}", n)
+            raise located_error(f"cannot evaluate {n.target} on constants: {ex}", n) from ex
         if isinstance(out, torch.Tensor):
             return Const(out)
         if isinstance(out, (list, tuple)):

@@ -219,7 +219,7 @@ def program_from_json(rec, line: int = 1, col_of_leir: int = 0, *, locate=None) 
         body = parse_body(rec["leir"])
         prog = make_program(rec["name"], inputs, outputs, body)
     except LeirError as e:
-        raise _place(e, locate, line)
+        raise _place(e, locate, line) from e
     for w in prog.info.warnings:
         _place(w, locate, line)
     return prog

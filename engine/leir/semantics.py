@@ -193,7 +193,7 @@ class _Analyzer:
             try:
                 out.append(interval(e, env, self._ref_value_range))
             except NotAffine as ex:
-                raise _err(f"index '{expr_to_str(e)}' of '{r.name}': {ex}", e if getattr(e, 'pos', None) else r)
+                raise _err(f"index '{expr_to_str(e)}' of '{r.name}': {ex}", e if getattr(e, 'pos', None) else r) from ex
         return out
 
     def _ref_value_range(self, r: Ref) -> Optional[Interval]:
@@ -358,7 +358,7 @@ class _Analyzer:
 
     def _check_in_write(self, x: Ref, write):
         shape = self.known[x.name][0].shape
-        for k, ((lo, hi), n) in enumerate(zip(write, shape)):
+        for k, ((_lo, hi), n) in enumerate(zip(write, shape)):
             if hi >= n:
                 raise _err(f"write to '{x.name}' out of bounds: index {k} ('{expr_to_str(x.index[k])}') "
                            f"reaches {hi} but the declared dimension has size {n}", x)

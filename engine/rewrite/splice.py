@@ -133,9 +133,9 @@ class Splicer:
             good = []
             for nb in out:
                 try:
-                    nb.program
+                    _ = nb.program
                     good.append(nb)
-                    nb.provenances
+                    _ = nb.provenances
                 except InvalidNeighbour as e:
                     invalid.append(Invalid(nb.raw_provenances[0].detached(), nb.leir, str(e)))
             out = good

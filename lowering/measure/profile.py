@@ -29,7 +29,7 @@ def measure_alone_now(programs: list[dict], rounds: int, opts: dict) -> dict:
     i, stage = 0, "build failed"
     try:
         dev = device_for(opts["target"])
-        for i, rec in enumerate(programs):
+        for i, rec in enumerate(programs):  # noqa: B007 - i names the program that failed
             stage = "build failed"
             prog = program_from_json(rec)
             built = build(prog, opts["target"], opts["arch"])
@@ -47,7 +47,7 @@ def measure_alone_now(programs: list[dict], rounds: int, opts: dict) -> dict:
             times = []
             for _ in range(rounds):
                 row = []
-                for i, (timer, (_, _, args)) in enumerate(zip(timers, evals)):
+                for timer, (_, _, args) in zip(timers, evals):
                     row.append(sig(float(min(timer(*args).results)) * 1000.0))
                 times.append(row)
     except Exception as e:      # TVM's runtime errors

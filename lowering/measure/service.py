@@ -90,7 +90,7 @@ class Measurer:
             elif k not in todo:
                 todo[k] = i
         fresh = self._measure(parent, [candidates[i] for i in todo.values()])
-        for (k, i), rec in zip(todo.items(), fresh):
+        for (k, _i), rec in zip(todo.items(), fresh):
             if rec is not None:
                 self.cache.put(self.key(pkey, k), pkey, k, rec)
         got = {k: rec for k, rec in zip(todo, fresh)}

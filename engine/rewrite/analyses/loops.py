@@ -23,7 +23,7 @@ def nest_facts(nest: Nest, outer: tuple, top_level: bool) -> set[tuple]:
 
     # (8) reduction axes, index-only vars
     used_as_value: set[str] = set()
-    for loops, eq in eqs:
+    for _loops, eq in eqs:
         used_as_value |= value_vars(eq.rhs) | value_vars(eq.lhs)
         if is_update(eq) or eq.init is not None:
             lhs_vars = set().union(*(all_vars(i) for i in eq.lhs.index)) if eq.lhs.index else set()

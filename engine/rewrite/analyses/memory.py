@@ -225,7 +225,7 @@ def memory_dce_facts(program, enc, found) -> None:
         acc |= {r.name for _, eq in nest_equations(body[i], ()) for r in
                 list(refs(eq.rhs)) + [r for x in eq.lhs.index for r in refs(x)]}
     dead_at: dict[int, bool] = {}
-    for i, n in enumerate(body):
+    for i in range(len(body)):
         dead = all(info.buffers[x].role == "intermediate" and x not in reads_later[i] for x in ws[i])
         k = keys[i]
         dead_at[k] = dead_at.get(k, True) and dead
