@@ -16,8 +16,8 @@ time (user + system) of each process tree, read from ``getrusage(RUSAGE_CHILDREN
 has been waited for; wall times are reported too.
 
 ``--timed``: the same corpus programs through ``python -m dataset.generate --time --menu --shrink
---depth D`` (one worker), once with ``--whole-builds`` (every candidate built, verified and timed
-as a whole program) and once by default (programs verified as their slot kernels, one-statement
+--depth D`` (one worker), once by default (every candidate built, verified and timed
+as a whole program) and once with ``--statement-builds`` (programs verified as their slot kernels, one-statement
 changes timed by their kernels: ``lowering.compose``, ``lowering.measure.statements``), the two
 jobs one after the other, ``--repeat`` times, alternating. Reported per job: timed single rows
 (rows with a timing) and timed menu rows (menu rows written; and the menus measured, one per

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = {"whole": ["--whole-builds"], "statements": []}
+CONFIGS = {"whole": [], "statements": ["--statement-builds"]}
 
 
 def job(src: Path, out: Path, args, extra: list, env: dict, run_timed) -> dict:

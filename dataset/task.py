@@ -125,7 +125,7 @@ class Runner:
     @property
     def verifier(self):
         """Candidates verified as their slot kernels (``lowering.compose``: a kernel built once for the
-        parent and every candidate that keeps it) unless ``--whole-builds``; on llvm only, the
+        parent and every candidate that keeps it) with ``--statement-builds``; on llvm only, the
         target whose composed outputs are checked bit for bit against whole builds."""
         if self._verifier is None:
             from lowering import Verifier
@@ -140,7 +140,7 @@ class Runner:
         """Paired timings (``lowering.measure.Measurer``) with the job's protocol; its cache is the
         job's evaluation database (``--database``) or this worker's memory, so a candidate is timed
         once per state, whether a row or a menu asks first. One-statement changes are timed by their
-        kernels (``lowering.measure.statements``) unless ``--whole-builds``."""
+        kernels (``lowering.measure.statements``) with ``--statement-builds``."""
         if self._measurer is None:
             from lowering.measure import EvaluationDatabase, Measurer
 

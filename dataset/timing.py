@@ -54,7 +54,7 @@ def dataset_problems(rows: list[dict], options) -> tuple[list[tuple[str, str]], 
             continue
         found = record_problems(t)
         if t.get("method") == STATEMENTS and not options.get("statements"):
-            found.append("a statement-level timing in a job run with --whole-builds")
+            found.append("a statement-level timing in a job run without --statement-builds")
         # the job's protocol: a sequential record names its most rounds and looks; an older
         # fixed-rounds record took exactly --rounds
         fields = {"rounds": "rounds" if t.get("method") == FIXED else "max_rounds", "noise_floor": "noise_floor",

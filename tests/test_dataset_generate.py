@@ -430,19 +430,19 @@ def test_time_labels_rows_with_interleaved_timings_that_check_rederives(sources,
     assert any(w == "rows.jsonl" and "timings of 2 machines or targets" in m for w, m in problems)
 
 
-def test_one_statement_changes_are_timed_by_their_kernels_unless_whole_builds(tmp_path):
-    """By default programs are verified as their slot kernels and a one-statement change is timed by
-    its kernel (records of method ``statements``, re-derived by the checker); ``--whole-builds``
-    gives the same rows, every one built and timed whole, and its checker refuses a statement-level
-    timing."""
+def test_one_statement_changes_are_timed_by_their_kernels_with_statement_builds(tmp_path):
+    """With ``--statement-builds`` programs are verified as their slot kernels and a one-statement
+    change is timed by its kernel (records of method ``statements``, re-derived by the checker); the
+    default gives the same rows, every one built and timed whole, and its checker refuses a
+    statement-level timing."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "softmax.leir").write_text(PROGRAMS["softmax.leir"])
     opts = ["--per-program", "4", "--time", "--seed", "1", "--rounds", "6",
             "--strategies", "loop_split,loop_reorder,online_softmax,operator_fusion"]
     out, whole = tmp_path / "out", tmp_path / "whole"
-    assert generate.main([str(src), "-o", str(out), *opts]) == 0
-    assert generate.main([str(src), "-o", str(whole), *opts, "--whole-builds"]) == 0
+    assert generate.main([str(src), "-o", str(out), *opts, "--statement-builds"]) == 0
+    assert generate.main([str(src), "-o", str(whole), *opts]) == 0
     rows, wrows = lines(out, "rows.jsonl"), lines(whole, "rows.jsonl")
     assert [r["id"] for r in rows] == [r["id"] for r in wrows]
     by = [r for r in rows if r["timing"] and r["timing"]["method"] == "statements"]
@@ -456,7 +456,7 @@ def test_one_statement_changes_are_timed_by_their_kernels_unless_whole_builds(tm
     k = next(i for i, r in enumerate(wrows) if r["timing"])
     wrows[k]["timing"] = by[0]["timing"]
     (whole / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in wrows))
-    assert any("statement-level timing in a job run with --whole-builds" in m
+    assert any("statement-level timing in a job run without --statement-builds" in m
                for _, m in checker.check(whole, sample=0, progress=False).problems)
 
 
