@@ -64,6 +64,7 @@ class Variant:
     status: Optional[str] = None       # None: unmeasured; "accepted" or why not
     expanded: bool = False
     moves: int = 0                     # moves from the slot's kernel (a composite move is one, of several steps)
+    composite: str = ""                # the composite move's name (search/composites.toml) that made it
 
     @property
     def depth(self) -> int:
@@ -91,6 +92,19 @@ class Limits:
     stop: Optional[str] = None
     enumerated: int = 0
     seconds_spent: float = 0.0
+
+
+def priority(v: Variant, slot_ms: float, estimate: float, done: list) -> tuple:
+    """How soon an unmeasured variant of a slot is measured (the largest first). A composite of a
+    slot that has had fewer than COMPOSITE_FIRST of them measured (``done``) comes first, the slot
+    taking the most time first (the model, trained on single steps, cannot price a coordinated
+    move), a kind of composite not yet measured there before another instance of one that was
+    (three instances of one tiling tell less than a tile, a register block and a packed register
+    block); otherwise the largest expected saving."""
+    if v.rank < 0 and len(done) < COMPOSITE_FIRST:
+        fresh = v.composite not in {d.composite for d in done}
+        return (True, slot_ms, fresh, -estimate, -v.rank, v.key)
+    return (False, slot_ms - estimate, False, 0.0, -v.rank, v.key)
 
 
 def _record_of(step) -> dict:
@@ -323,7 +337,8 @@ class KernelSearch:
             if key in self.variants or not self.graph.add_variant(v.base, key):
                 continue
             self.variants[key] = Variant(key, v.base, inst.program, v.steps + tuple(_record_of(s) for s in inst.steps),
-                                         v.keys + keys, v.key, COMPOSITE_RANK + i, moves=v.moves + 1)
+                                         v.keys + keys, v.key, COMPOSITE_RANK + i, moves=v.moves + 1,
+                                         composite=inst.composite.name)
             self.composite_variants += 1
 
     # ------------------------------------------------------------------ phases
@@ -390,16 +405,11 @@ class KernelSearch:
                     continue
                 members = self.graph.members.get(b, [b])
                 # composites first: up to COMPOSITE_FIRST of a slot's are measured before its one-step variants
-                tried = sum(1 for k in members if self.variants[k].rank < 0 and self.variants[k].status is not None)
+                done = [self.variants[k] for k in members if self.variants[k].rank < 0
+                        and self.variants[k].status is not None]
                 for k in members:
                     if k in est:
-                        # a composite of a slot not yet tried with COMPOSITE_FIRST of them: the slot
-                        # taking the most time first (the model, trained on single steps, cannot
-                        # price a coordinated move), else the largest expected saving
-                        if self.variants[k].rank < 0 and tried < COMPOSITE_FIRST:
-                            gain = (True, best.ms, -est[k], -self.variants[k].rank, k)
-                        else:
-                            gain = (False, best.ms - est[k], 0.0, -self.variants[k].rank, k)
+                        gain = priority(self.variants[k], best.ms, est[k], done)
                         if pick is None or gain > pick[0]:
                             pick = (gain, self.variants[k])
             if pick is None:

@@ -433,3 +433,21 @@ def test_composite_moves_are_a_slots_first_variants(engine, tmp_path):
     for st in rec["best"]["steps"]:
         again = engine.apply(again, st)
     assert again.to_leir() == rec["best"]["leir"]
+
+
+
+def test_a_slots_first_composites_are_of_different_kinds():
+    """Of a slot's first composite moves, a kind not yet measured there comes before a second
+    instance of one that was, even when the model expects the second instance to be faster; past
+    COMPOSITE_FIRST composites, the expected saving decides."""
+    from search.kernel_search import COMPOSITE_FIRST, COMPOSITE_RANK, Variant, priority
+    tile = [Variant(f"t{i}", "k", None, rank=COMPOSITE_RANK + i, composite="tile-vectorise") for i in range(3)]
+    block = Variant("b", "k", None, rank=COMPOSITE_RANK + 3, composite="register-block")
+    step = Variant("s", "k", None, rank=0)
+    est = {"t1": 0.5, "t2": 0.6, "b": 0.9, "s": 0.1}
+    order = lambda done: max((tile[1], tile[2], block, step),  # noqa: E731
+                             key=lambda v: priority(v, 1.0, est[v.key], done)).key
+    assert order([]) == "t1"                        # nothing measured: the best estimate of the composites
+    assert order([tile[0]]) == "b"                  # a tiling measured: the register block before another tiling
+    assert order([tile[0], block]) == "t1"
+    assert order(tile[:1] * COMPOSITE_FIRST) == "s"  # composites had their turn: the largest expected saving
