@@ -46,6 +46,7 @@ STRUCTURE_SHARE = 0.5   # a structure is explored only while it costs at most th
 STRUCTURE_SAMPLES = 16  # and at most one structure per this many samples of the budget
 COMPOSITE_RANK = -10_000  # composite moves come before one-step variants among siblings of equal estimate
 COMPOSITE_FIRST = 3       # a slot's composite moves measured before its one-step variants (largest slot first)
+NOT_IN_CONTEXT = "not in context"   # a variant whose steps the whole program's guards refuse (never measured)
 
 
 @dataclass
@@ -147,6 +148,7 @@ class KernelSearch:
         self._features: dict[str, list[float]] = {}
         self.stats: dict = {}
         self.composite_variants = 0
+        self.not_in_context = 0
         self.compositions: list[dict] = []
         self._composed: set[str] = set()
         self._next_compose = run.options.compose_every
@@ -232,6 +234,10 @@ class KernelSearch:
         time is the kernel's over the paired ratio, and a variant that is not significantly faster
         or slower (a tie) costs the kernel's time."""
         base = self.variants[v.base]
+        if v.steps and not self._in_context(v):
+            v.status, v.ms = NOT_IN_CONTEXT, None         # no sample spent
+            self.not_in_context += 1
+            return
         tol = path_tolerance([s.get("exactness", "") for s in v.steps]) if v.steps else None
         ev = self.run.evaluator
         o = ev.recorded_outcome(v.key)                    # a resumed run: measured already
@@ -268,6 +274,20 @@ class KernelSearch:
                      kernel_steps=list(v.steps), kernel_speedup=o.ratio, kernel_ci=o.ci, kernel_verdict=o.verdict)
         if v.steps and o.ratio:
             self.model.add(self._x(v), math.log(o.ratio))
+
+    def _in_context(self, v: Variant) -> bool:
+        """Whether ``v``'s steps replay on a whole program that holds its slot (``map_steps``). A
+        kernel alone may allow what its program does not: a reassociated sum is exact enough in
+        a kernel whose output is the sum, not where the program compares it (an argmax), so the
+        guards that read the rest of the program refuse the step there. Such a variant could not
+        be composed: it is left unmeasured."""
+        for s in self.structures:
+            for slot in s.slots:
+                if slot.key == v.base:
+                    got, _, _ = map_steps(self.engine, s.program, slot, self.variants[v.base].program, v.steps,
+                                          v.keys)
+                    return got is not None
+        return True
 
     def _verify_structure(self, s: Structure) -> bool:
         key = renaming_key(s.program)
@@ -509,7 +529,7 @@ class KernelSearch:
             slots.append({"statements": [sl.start, sl.stop], "kernel": sl.key, "ms": base.ms,
                           "best_ms": best.ms if best else None, "best_strategies": best.strategies if best else [],
                           "variants": len(members),
-                          "measured": sum(1 for k in members if self.variants[k].status is not None)})
+                          "measured": sum(1 for k in members if self.variants[k].status not in (None, NOT_IN_CONTEXT))})
         whole = self.run.root.median_ms
         kernel_sum = sum(s["ms"] for s in slots) if all(s["ms"] for s in slots) else None
         from lowering.measure import machine_label
@@ -522,7 +542,8 @@ class KernelSearch:
             "structures_equal": sum(1 for s in self.structures[1:] if s.verified),
             "egraph": self.graph.size(),
             "variants": len(self.variants), "composite_variants": self.composite_variants,
-            "measured": sum(1 for v in self.variants.values() if v.status is not None),
+            "not_in_context": self.not_in_context,
+            "measured": sum(1 for v in self.variants.values() if v.status not in (None, NOT_IN_CONTEXT)),
             "limits": {"max_depth": self.limits.depth, "kernel_nodes": self.limits.nodes,
                        "kernel_seconds": self.limits.seconds},
             "enumerated": self.limits.enumerated, "enumeration_seconds": round(self.limits.seconds_spent, 3),

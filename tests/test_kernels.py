@@ -451,3 +451,41 @@ def test_a_slots_first_composites_are_of_different_kinds():
     assert order([tile[0]]) == "b"                  # a tiling measured: the register block before another tiling
     assert order([tile[0], block]) == "t1"
     assert order(tile[:1] * COMPOSITE_FIRST) == "s"  # composites had their turn: the largest expected saving
+
+
+ARGMAX_OF_SUMS = """program argmax_of_sums
+input  A f32[4, 32]
+input  G f32[8, 32]
+output F f32[4, 1]
+
+B^{4}_{tx=0}L^{8}_{a=0}L^{32}_{c=0}[C^{f32,g}_{tx,a}=C^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*G^{f32,g}_{a,c};];
+B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,0}=max(D^{f32,g}_{tx,0},C^{f32,g}_{tx,a});];
+B^{4}_{tx=0}L^{1}_{a=0}[I^{i64,g}_{tx,a}=8;];
+B^{4}_{tx=0}L^{8}_{a=0}[I^{i64,g}_{tx,0}=min(I^{i64,g}_{tx,0},if_then_else(C^{f32,g}_{tx,a}==D^{f32,g}_{tx,0},a,8));];
+B^{4}_{tx=0}L^{1}_{a=0}[F^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+I^{f32,g}_{tx,a};];
+"""
+
+
+VECTORISE_REDUCTION = ('[[composite]]\nname = "vr"\ndescription = "lanes, then the lane combine unrolled"\n'
+                       '[[composite.step]]\nstrategy = "reduction_vectorization"\nlanes = [16, 32]\n'
+                       '[[composite.step]]\nstrategy = "loop_unrolling"\nsite = "next"\nloop = "@moved:1"\n')
+
+
+def test_a_variant_its_program_refuses_is_never_measured(tmp_path):
+    """The sums feed a comparison (an argmax), so the program refuses to reassociate them; the
+    sums' kernel alone allows it. Such variants are found out before any sample is spent on
+    them, and every composition replays all its kernels' steps."""
+    from engine import Engine
+    from search import run_search
+    table = tmp_path / "vr.toml"
+    table.write_text(VECTORISE_REDUCTION)
+    program = parse(ARGMAX_OF_SUMS)
+    rec = run_search(program, options(budget=14, composites=str(table), strategies="paper,extra"),
+                     engine=Engine(strategies="paper,extra"), verifier=TableVerifier(program),
+                     progress=lambda m: None).record
+    k = rec["summary"]["kernels"]
+    assert k["not_in_context"] >= 1, k
+    reassociated = [s for s in rec["samples"] if s["kind"] == "kernel" and s.get("slot_kernel") == k["slots"][0]["kernel"]
+                    and any(st.get("exactness") == "reassociating" for st in s.get("kernel_steps") or [])]
+    assert reassociated == [], reassociated
+    assert all(c["mapping"]["dropped"] == 0 for c in k["compositions"]), k["compositions"]
