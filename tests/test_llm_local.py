@@ -173,9 +173,14 @@ def test_free_form_search_records_every_answer_and_never_crashes(llama, tmp_path
     r = run_module("search", "examples/softmax.leir", "-o", str(out), "--policy", "llm-free", "--endpoint",
                    llama.url, "--model", llama.model, "--algorithm", "chain", "--iterations", "2", "--budget", "2",
                    "--max-tokens", "256", "--llm-timeout", LLM_TIMEOUT, "--quiet")
-    assert r.returncode == 0, r.stderr[-3000:]
     assert "Traceback" not in r.stderr
     traj = json.loads(out.read_text())
+    # a small model may write no usable program at all: then the run exits 1 saying why (issue 29)
+    usable = [s for s in traj["samples"] if s["kind"] != "failed answer"]
+    if usable:
+        assert r.returncode == 0, r.stderr[-3000:]
+    else:
+        assert r.returncode == 1 and "failed at the model" in r.stderr, (r.returncode, r.stderr[-3000:])
     calls = traj["llm_calls"]
     answered = [c for c in calls if c["error"] is None]
     assert answered and all(c["answers"] for c in answered)      # the model answered; what it said is judged
