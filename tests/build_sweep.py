@@ -34,13 +34,11 @@ import sys
 import time
 from pathlib import Path
 
+from tvmscript_pieces import _IDENT, declarations, header_for, split_tvmscript
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CORPUS = ROOT / "examples" / "corpus" / "programs.jsonl"
-INDENT = "    "
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PARAM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*: T\.Buffer\(\([0-9, ]*\), \"[a-z0-9]+\"\)")
-_DECORATOR, _ATTR = "@T.prim_func(s_tir=True)", INDENT + 'T.func_attr({"tir.noalias": True})'
 UNROLL_HINT = {"tirx.UnrollLoop": {"explicit_unroll": False}}
 
 
@@ -56,41 +54,6 @@ def corpus_programs(names=None) -> list:
 
 
 # ----------------------------------------------------------------- TVMScript, statement by statement
-
-
-def split_tvmscript(text: str):
-    """(header, top-level statements) of generated TVMScript; None for another shape."""
-    lines = text.splitlines()
-    starts = [i for i, l in enumerate(lines) if l.startswith((INDENT + "for ", INDENT + "with "))]
-    if not starts:
-        return None
-    top = [i for i, l in enumerate(lines) if l.startswith(INDENT) and not l.startswith(INDENT + " ")]
-    if [i for i in top if i >= starts[0]] != starts:
-        return None
-    bounds = starts + [len(lines)]
-    return "\n".join(lines[:starts[0]]), ["\n".join(lines[a:b]) for a, b in zip(bounds, bounds[1:])]
-
-
-def declarations(header: str):
-    """({buffer: parameter text}, {buffer: allocation line}) of a header; None if it has a line
-    this does not recognise."""
-    params, allocs = {}, {}
-    for line in header.splitlines():
-        if line.startswith("def main("):
-            found = _PARAM.findall(line)
-            if len(found) != line.count(": ") or line != "def main(" + ", ".join(found) + "):":
-                return None
-            params.update((d.partition(":")[0], d) for d in found)
-        elif line.startswith(INDENT) and " = T.alloc_buffer(" in line:
-            allocs[line.strip().partition(" = ")[0]] = line
-        elif line not in (_DECORATOR, _ATTR):
-            return None
-    return params, allocs
-
-
-def header_for(params: dict, allocs: dict, names: set) -> str:
-    sig = ", ".join(d for n, d in params.items() if n in names)
-    return "\n".join([_DECORATOR, f"def main({sig}):", _ATTR] + [l for n, l in allocs.items() if n in names])
 
 
 class IncrementalBuilder:
