@@ -377,7 +377,7 @@ def test_cuda_ptx_with_nvcc(tvm):
 
 
 def test_tir_cli(capsys, tmp_path):
-    from lowering.tir import main
+    from lowering.tir.__main__ import main
     f = tmp_path / "m.leir"
     f.write_text(MATMUL.to_leir_file())
     assert main([str(f)]) == 0

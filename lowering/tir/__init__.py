@@ -68,22 +68,20 @@ turns them into extra kernel pointer parameters)
 """
 from __future__ import annotations
 
-import argparse
 import keyword
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
 from engine.leir.ast import DTYPES, BinOp, Call, Compare, Equation, Nest, Num, Ref, Unary, Var, walk
 from engine.leir.printer import expr_to_str
 
-from .cudacc import compile_offline, cuda_target
-from .errors import LoweringError
-from .kernels import binding_tag, combiner, plan_cuda, reduction_axes
-from .narrow import COMPUTE, HALF, accumulators, compute_type, self_reads
-from .vecmath import VARS, exp_f32
-from .types import WEAK_FLOAT, WEAK_INT, concrete, is_float, is_int, promote, real_type
+from ..cudacc import compile_offline, cuda_target
+from ..errors import LoweringError
+from ..kernels import binding_tag, combiner, plan_cuda, reduction_axes
+from ..narrow import COMPUTE, HALF, accumulators, compute_type, self_reads
+from ..vecmath import VARS, exp_f32
+from ..types import WEAK_FLOAT, WEAK_INT, concrete, is_float, is_int, promote, real_type
 
 TARGETS = ("llvm", "cuda")
 INDENT = "    "
@@ -761,7 +759,7 @@ class _Lowerer:
         the index reads no tensor, and the tensor is visible outside the statement.
         Anything else is a ``LoweringError``.
         """
-        from .injective import is_injective
+        from ..injective import is_injective
         plan: dict[int, str] = {}
         scoped = {name for site in self.sites.values() for name, _, _ in site.buffers}
         for k, ei in enumerate(self.eq_infos):
@@ -1016,37 +1014,3 @@ def cuda_source(program, arch: str = "sm_90") -> str:
 def cuda_ptx(source: str, arch: str = "sm_90") -> str:
     """Compile CUDA source to PTX with nvcc (needs ``nvcc`` on PATH)."""
     return compile_offline(source, arch, "ptx").decode()
-
-
-def main(argv=None) -> int:
-    from engine.leir.cli import report, run_cli
-    from engine.leir.files import load_program
-
-    def _main(argv):
-        ap = argparse.ArgumentParser(prog="python -m lowering.tir",
-                                     description="Print the TVMScript (or CUDA source / PTX) of a LEIR program.")
-        ap.add_argument("prog", help=".leir, .json or .jsonl file (first program unless --name)")
-        ap.add_argument("--name", help="program name inside a multi-program file")
-        ap.add_argument("--target", choices=TARGETS, default="llvm")
-        ap.add_argument("--arch", default="sm_90", help="CUDA architecture (default sm_90)")
-        ap.add_argument("--cuda-source", action="store_true", help="print the generated CUDA C source")
-        ap.add_argument("--ptx", action="store_true", help="print PTX compiled by nvcc")
-        a = ap.parse_args(argv)
-        prog = load_program(a.prog, a.name)
-        try:
-            if a.cuda_source or a.ptx:
-                src = cuda_source(prog, a.arch)
-                print(cuda_ptx(src, a.arch) if a.ptx else src, end="")
-            else:
-                print(lower_to_tvmscript(prog, a.target), end="")
-        except LoweringError as e:
-            e.file = e.file or a.prog
-            report(e)
-            return 1
-        return 0
-
-    return run_cli(_main, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
