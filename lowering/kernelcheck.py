@@ -263,7 +263,8 @@ def pipeline_module(func, arch: str = "sm_90", config: dict | None = None):
     """A lowered PrimFunc after TVM's default CUDA pipeline, before code generation."""
     import tvm
 
-    from .tir import cuda_target, pass_config
+    from .cudacc import cuda_target
+    from .tir import pass_config
     mod = tvm.IRModule.from_expr(func) if not isinstance(func, tvm.IRModule) else func
     mod = tvm.tirx.transform.BindTarget(cuda_target(arch))(mod)
     pipeline, _, _ = tvm.tirx.get_tir_pipeline("default")

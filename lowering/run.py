@@ -20,9 +20,10 @@ import numpy as np
 from engine.leir.canonical import renaming_key
 from engine.leir.diagnostics import LeirError
 
+from .cudacc import cuda_target
 from .errors import LoweringError
 from .inputs import numpy_dtype
-from .tir import TARGETS, cuda_target, first_line, from_tvmscript, lower_module, pass_config
+from .tir import TARGETS, first_line, from_tvmscript, lower_module, pass_config
 
 
 @dataclass(frozen=True)

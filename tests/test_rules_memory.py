@@ -171,7 +171,7 @@ def test_sample_verifies_equal(engine):
 def _scope_exception(p) -> bool:
     """S18 decision (b): no intermediate of p can be shared/local -- each is used by two or more
     top-level statements (the reference's s/l buffer would be written in one kernel and read in
-    another, which lowering/tir.py can only allocate as global memory), or its one statement does
+    another, which lowering/tir/placement.py can only allocate as global memory), or its one statement does
     not index it by every bound loop the allocation sits under (threads would race on it)."""
     from engine.rewrite.analyses.memory import _refs4a, _scope_ok
     inter = [b.name for b in p.info.buffers.values() if b.role == "intermediate"]

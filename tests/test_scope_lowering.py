@@ -1,7 +1,7 @@
 """Shared (s) and local (l) neighbours lower for CUDA (strategies.md S18, decision (b)).
 
 The scope guards (ScopeOK / CacheOK / CacheWriteOK, engine/facts.py) must admit exactly what
-lowering/tir.py can place inside a kernel: shared memory holds one block's slice, so an `s`
+lowering/tir/placement.py can place inside a kernel: shared memory holds one block's slice, so an `s`
 buffer needs a leading blockIdx loop indexing it; no s/l buffer sits in a statement that
 reduces across a bound loop (TVM's cross-thread reduction allows no allocation block around
 it); a buffer confined to one sub-nest stays global; a statement's shared buffers fit one

@@ -59,7 +59,7 @@ def _slice_ok(nest: Nest, rs: list, scope: str, info: ProgramInfo) -> bool:
 
 def _owned_dims(nest: Nest, rs: list, scope: str) -> list[int] | None:
     """The dimensions of the buffer accessed by ``rs`` that the lowering drops, one per loop
-    owning a slice (lowering/tir.py ``_site_for``), or None when it cannot place it in ``scope``."""
+    owning a slice (lowering/tir/placement.py ``_site_for``), or None when it cannot place it in ``scope``."""
     if _cross_bound_reduction(nest):
         return None
     lead = 0
