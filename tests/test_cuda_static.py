@@ -1,7 +1,7 @@
 """Issue 14 item 4: static checks of the CUDA lowering, no GPU needed (``lowering.kernelcheck``
 over TVM's lowered module: host allocations, aliased and scoped kernel arguments, reductions
 over threads without a cross-thread reduction, 16-bit scalar arguments), and the kernel plan
-that makes them pass (``lowering.kernels``).
+that makes them pass (``lowering.cuda_plan``).
 
 The checks fail on the TVMScript the lowering produced before the fix (kept in
 tests/data/issue14/*.before.tvmscript, built with TVM's default pass options as it was then)
@@ -140,7 +140,7 @@ F = "f32"
 
 
 def test_plan_lowers_thread_reductions_as_all_reduces_and_reorders_their_loops():
-    from lowering.kernels import plan_cuda
+    from lowering.cuda_plan import plan_cuda
     from lowering.tir import lower_to_tvmscript
     p = _p("L^{8}_{a=0}B^{64}_{tx=0}[G^{f32,g}=G^{f32,g}-A^{f32,g}_{a,tx}+C^{f32,g}_{a,tx};];"
            "B^{1}_{tx=0}[D^{f32,g}=G^{f32,g}*2;];", {"A": (F, (8, 64)), "C": (F, (8, 64))}, {"D": (F, ())})
@@ -161,7 +161,7 @@ def test_plan_lowers_thread_reductions_as_all_reduces_and_reorders_their_loops()
 ])
 def test_plan_runs_other_reductions_over_bound_loops_serially(body, why):
     from lowering.kernelcheck import check_program
-    from lowering.kernels import plan_cuda
+    from lowering.cuda_plan import plan_cuda
     p = _p(body, {"A": (F, (64,))}, {"G": ("i64" if "i64" in body else F, ())})
     plan = plan_cuda(p)
     assert any(r.startswith("reduction into 'G' over a bound loop that is not an all-reduce") and why in r
@@ -172,7 +172,7 @@ def test_plan_runs_other_reductions_over_bound_loops_serially(body, why):
 
 def test_plan_treats_a_split_dimension_as_the_one_it_was():
     """set_storage_layout's D_{tx//384,tx%384,a}: the pair determines tx, nothing races."""
-    from lowering.kernels import plan_cuda
+    from lowering.cuda_plan import plan_cuda
     p = _p("B^{768}_{tx=0}L^{4}_{a=0}[D^{f32,g}_{tx//384,tx%384,a}=A^{f32,g}_{tx,a};];"
            "B^{768}_{tx=0}L^{4}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx//384,tx%384,a}*2;];",
            {"A": (F, (768, 4))}, {"C": (F, (768, 4))})
@@ -193,7 +193,7 @@ def test_plan_treats_a_split_dimension_as_the_one_it_was():
      128, True),
 ])
 def test_plan_serialises_only_threads_that_would_race(body, n, serial):
-    from lowering.kernels import plan_cuda
+    from lowering.cuda_plan import plan_cuda
     outs = {"C": (F, (4, n))} if "D^" not in body else {"D": (F, (4, n))}
     p = _p(body, {"A": (F, (4, 1024))}, outs)
     plan = plan_cuda(p)

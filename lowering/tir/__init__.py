@@ -32,7 +32,7 @@ The stages, one module each: ``names`` (identifiers, dtypes), ``access`` (which 
 equations under a loop touch), ``placement`` (where shared/local buffers are allocated),
 ``expressions`` (typed expressions), ``statements`` (loops, blocks, stores), ``api`` (text,
 PrimFunc, build options), ``cuda`` (CUDA module, source, PTX); ``python -m lowering.tir`` is
-``__main__``. The CUDA lowering first plans kernels with ``lowering.kernels``.
+``__main__``. The CUDA lowering first plans kernels with ``lowering.cuda_plan``.
 """
 from __future__ import annotations
 

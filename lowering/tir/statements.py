@@ -9,7 +9,7 @@ Loop kinds
   ``V`` -> ``T.vectorized`` under the same independence test when it is the innermost loop
   over equations only (``vectorize=False`` makes it serial; ``lowering.run.build`` retries
   that way when TVM rejects the vectorised form).
-  ``cuda``: the program is first planned by ``lowering.kernels`` (reductions over bound loops
+  ``cuda``: the program is first planned by ``lowering.cuda_plan`` (reductions over bound loops
   become TVM cross-thread all-reduces with their loops reordered; bound loops whose threads
   would race are made serial). ``B`` -> ``T.thread_binding`` with the tag given by the name
   prefix (``tx`` -> ``threadIdx.x``, ``by`` -> ``blockIdx.y``...); ``P`` -> serial (it is a
@@ -30,7 +30,7 @@ from engine.leir.ast import Equation, Nest, Ref, walk
 from engine.leir.printer import expr_to_str
 
 from ..errors import LoweringError
-from ..kernels import binding_tag, combiner, plan_cuda, reduction_axes
+from ..cuda_plan import binding_tag, combiner, plan_cuda, reduction_axes
 from ..narrow import COMPUTE, HALF, accumulators, self_reads
 from ..vecmath import VARS
 from .access import accesses, independent, plain_entry
