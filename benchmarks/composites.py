@@ -32,7 +32,7 @@ def one(path: str, singles: int, rounds: int) -> dict:
     from engine import Engine
     from engine.leir.canonical import renaming_key
     from engine.leir.files import load_program
-    from lowering.verifier import Verifier
+    from lowering import Verifier
     from search.composite import CompositeMenu, load_table, spread
     from search.evaluate import path_tolerance
 

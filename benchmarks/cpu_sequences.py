@@ -81,8 +81,7 @@ def _main(argv, Engine) -> int:
     from versus import in_process
 
     import benchmarks.search as bench
-    from lowering import Verifier
-    from lowering.verifier import tolerance_for
+    from lowering import Verifier, tolerance_for
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", default="1")
     ap.add_argument("--workloads", default=",".join(SEQUENCES))

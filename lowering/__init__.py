@@ -11,10 +11,10 @@ from __future__ import annotations
 from engine.plumbing.lazy import lazy_exports
 
 _EXPORTS = {
-    "Verifier": "lowering.verifier",
-    "Verdict": "lowering.verifier",
-    "Measurement": "lowering.verifier",
-    "tolerance_for": "lowering.verifier",
+    "Verifier": "lowering.isolated",
+    "Verdict": "lowering.isolated",
+    "Measurement": "lowering.isolated",
+    "tolerance_for": "lowering.isolated",
     "LoweringError": "lowering.errors",
     "lower_to_tvmscript": "lowering.tir",
     "lower_module": "lowering.tir",

@@ -15,7 +15,7 @@ import time
 def example_verify(verifier):
     """The ``Verify`` of ``engine.rewrite.example_check`` on a ``lowering.Verifier``: the tolerance
     of the exactness (bitwise: exactly), the verdict's reason as the message."""
-    from .verifier import tolerance_for
+    from .isolated import tolerance_for
 
     def verify(before, after, exactness: str):
         tolerance = tolerance_for(exactness)
@@ -33,7 +33,7 @@ def run_examples(rules, verifier=None, only: set[str] | None = None) -> int:
     3 trials, 120 s each)."""
     from engine.rewrite.example_check import ExampleChecker, format_outcome
 
-    from .verifier import Verifier
+    from .isolated import Verifier
     t0 = time.perf_counter()
     own = verifier is None
     if own:

@@ -9,7 +9,7 @@ def main(argv: list[str]) -> None:
 
     from .crosscheck import HANDLERS as CROSS
     from .run import set_build_cache_size
-    from .verifier import HANDLERS
+    from .isolated import HANDLERS
     handlers = {**HANDLERS, **CROSS}
     memory_mib, cache_size = int(argv[1]), int(argv[2])
     if memory_mib:

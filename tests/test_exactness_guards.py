@@ -102,7 +102,7 @@ def test_f16_storing_rules_are_not_bitwise(steps):
     """The reason for the variants: on f16 an inlined, split or shared value is rounded
     differently (computed in f32, stored in f16), so an exact comparison fails for some step of
     each strategy; at the declared (reassociating) tolerance every one verifies."""
-    from lowering.verifier import Verifier
+    from lowering import Verifier
     p, got = steps["f16"]
     with Verifier(trials=2) as v:
         for strategy in STORING:
@@ -113,7 +113,7 @@ def test_f16_storing_rules_are_not_bitwise(steps):
 
 
 def _verify_all(p, got, every: int = 1):
-    from lowering.verifier import Verifier
+    from lowering import Verifier
     bad = []
     with Verifier(trials=2) as v:
         for s in sorted(got, key=lambda s: (s.rule, s.key))[::every]:

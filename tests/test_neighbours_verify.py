@@ -24,7 +24,7 @@ import pytest
 
 from engine.leir.files import load_programs, program_from_json
 from engine.rewrite.sampling import stratified_sample as _stratified
-from lowering.verifier import tolerance_for
+from lowering import tolerance_for
 from conftest import EXAMPLES, corpus_records
 from dataset.shrink import POINT_LIMIT, points, shrink_program, size_map
 

@@ -113,7 +113,7 @@ def test_register_blocking_guards(eng, body, inputs, outputs, why):
 
 def test_every_neighbour_verifies_and_replays(eng, verifier):
     from engine import Engine
-    from lowering.verifier import tolerance_for
+    from lowering import tolerance_for
     full = Engine(strategies=["reduction_vectorization", "register_blocking"])
     for p in (MAX, SUMSQ, MM, GEMM):
         for s in full.enumerate(p):

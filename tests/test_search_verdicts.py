@@ -30,11 +30,11 @@ class SpeedVerifier:
         return self.speed(p) * (1 + self.rng.uniform(-self.noise, self.noise))
 
     def verify(self, original, candidate, tolerance=None):
-        from lowering.verifier import Verdict
+        from lowering import Verdict
         return Verdict(True, "equal")
 
     def measure(self, program):
-        from lowering.verifier import Measurement
+        from lowering import Measurement
         t = self.speed(program)
         return Measurement(True, "measured", median_ms=t, spread_ms=0.0, times_ms=[t] * 3)
 

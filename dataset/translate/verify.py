@@ -23,7 +23,7 @@ def verify_translation(tr: Translation, model, make_inputs: Callable[[int], tupl
     ``verifier``: a ``lowering.Verifier`` to use (default: one in this process)."""
     import torch
 
-    from lowering.verifier import Verifier
+    from lowering import Verifier
     prog = tr.program
     out = prog.outputs[0]
     feeds, expected = [], []

@@ -1,4 +1,5 @@
-"""``Verifier``: numerical verification and timing you can leave running for a day.
+"""``Verifier``: numerical verification and timing isolated in a worker process, which you can
+leave running for a day (``lowering.verify`` is the one-shot, in-process form and the CLI).
 
 Builds and runs happen in a worker process (``isolate=True``, the default): a segfault, an
 out-of-memory kill or a hang past ``timeout`` seconds becomes a ``Verdict`` (or
