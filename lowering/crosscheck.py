@@ -208,7 +208,7 @@ class _Pool:
         from engine.plumbing.procs import WorkerFailed, WorkerProcess
         w = self.workers.get(target)
         if w is None or not w.alive():
-            w = self.workers[target] = WorkerProcess("lowering.worker", (0, 16), stderr=self.log)
+            w = self.workers[target] = WorkerProcess("lowering.tvm_worker", (0, 16), stderr=self.log)
         try:
             status, payload = w.call((kind, args), self.timeout)
         except WorkerFailed as e:

@@ -424,7 +424,7 @@ class Verifier:
             with self._lock:
                 worker = self._idle.pop() if self._idle else None
             if worker is None or not worker.alive():
-                worker = WorkerProcess("lowering.worker", (self.memory_mib or 0, self.cache_size), stderr=self.log)
+                worker = WorkerProcess("lowering.tvm_worker", (self.memory_mib or 0, self.cache_size), stderr=self.log)
             try:
                 status, payload = worker.call((kind, args), self.timeout)
             except WorkerFailed as e:     # timeout or crash: that worker is gone

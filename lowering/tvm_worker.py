@@ -1,4 +1,5 @@
-"""The Verifier's worker process: ``python -m lowering.worker FD MEMORY_MIB CACHE_SIZE``."""
+"""The worker process that holds TVM and serves the requests of the ``Verifier`` (``lowering.isolated``)
+and of ``lowering.crosscheck``: ``python -m lowering.tvm_worker FD MEMORY_MIB CACHE_SIZE``."""
 from __future__ import annotations
 
 import sys
