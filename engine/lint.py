@@ -19,7 +19,7 @@ as FILE:LINE:COL: error: MESSAGE, then the blocks checked and a count. Exit stat
 is an error, else 0 (warnings do not fail).
 
 RULES_DIR is read like --rules: a folder of your own strategy files is checked together with the
-built-in rules; a complete rules directory (with its own leir.egg) alone. To run every block's
+built-in rules; a complete rules directory (with its own schema leir/) alone. To run every block's
 examples too (enumerated with the block's strategy, replayed from their JSON record with
 Engine.apply and verified on llvm; needs TVM, about a second per example):
 python -m lowering.rule_examples [RULES_DIR] [--only WHICH].

@@ -29,9 +29,7 @@ _DIRECTIVE = re.compile(r"@(?P<key>[A-Za-z]+)")
 def blocks() -> list[tuple[str, str]]:
     """(strategy name, block text) of every block of the shipped strategy files, in file order."""
     out = []
-    for f in sorted(RULES.glob("*.egg")):
-        if f.name == "leir.egg":
-            continue
+    for f in sorted(RULES.glob("*.egg")):          # the strategy files (the schema is rules/leir/)
         lines = f.read_text().split("\n")
         starts = [i for i, l in enumerate(lines) if re.match(r"\s*;+\s*@strategy\s", l)]
         for a, b in zip(starts, starts[1:] + [len(lines)]):

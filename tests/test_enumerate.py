@@ -10,6 +10,7 @@ import pytest
 from engine.leir.ast import equations
 from engine.rewrite.enumerate import Enumerator, loop_names, tensor_names
 from engine.leir.files import program_from_json
+from rulekit import copy_schema
 from tests.conftest import COVERAGE, ROOT, corpus_records
 from rulekit import operator_rules_dir
 
@@ -265,9 +266,10 @@ def test_placeholders_resolved_in_provenance():
 def test_undeclared_fact_relation_is_a_clear_error(tmp_path, corpus):
     """A Python fact naming a relation no rule file declares is reported, not an egglog panic."""
     from engine.leir.diagnostics import LeirError
-    text = (ROOT / "rules" / "leir.egg").read_text()
+    values = copy_schema(tmp_path) / "values.egg"
+    text = values.read_text()
     assert "(relation FirstUse (Item String))" in text
-    (tmp_path / "leir.egg").write_text(text.replace("(relation FirstUse (Item String))", ""))
+    values.write_text(text.replace("(relation FirstUse (Item String))", ""))
     shutil.copy(ROOT / "rules" / "operator.egg", tmp_path / "operator.egg")
     eng = Enumerator(tmp_path)
     with pytest.raises(LeirError, match="'FirstUse', which no rule file declares"):

@@ -106,7 +106,8 @@ def test_engine_enumerates_a_user_strategy_and_the_sets_place_it(mine):
     from engine.rewrite.sources import RuleSources
     alone = Engine(rules=RuleSources((str(mine),), builtin=False))
     assert alone.strategies == ("loop_serialization",)
-    assert [m["file"] for m in alone.rule_manifest] == ["leir.egg", "serial.egg"]
+    from engine.rewrite.sources import SCHEMA_FILES
+    assert [m["file"] for m in alone.rule_manifest] == [f"leir/{n}" for n in SCHEMA_FILES] + ["serial.egg"]
 
 
 def test_enumerate_many_workers_load_the_same_rules(mine):

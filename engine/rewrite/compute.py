@@ -1,7 +1,7 @@
 """The compute ruleset's helper definitions, evaluated in Python on interned terms.
 
 Rules build their right-hand sides with helper constructors (``SubE``, ``LSet``, ...) that
-the ``compute`` ruleset of rules/leir.egg defines by structural rewrites. Saturating that
+the ``compute`` ruleset of rules/leir/helpers.egg defines by structural rewrites. Saturating that
 ruleset in egglog after every step cost more than everything else in a query (it runs all
 ~160 compute rules for as many iterations as the deepest helper term needs, and leaves every
 intermediate result in the e-graph for the decoder to read). The definitions are a

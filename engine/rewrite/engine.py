@@ -40,7 +40,7 @@ class Engine:
     """Rules loaded once; ``enumerate``, ``apply`` and ``stats`` over any number of programs.
 
     ``rules``: None (the built-in rules), a folder of rule files or a list of them (added to
-    the built-in rules; a folder with its own leir.egg is a complete rules directory that
+    the built-in rules; a folder with its own schema (leir/) is a complete rules directory that
     replaces them), or a ``RuleSources``. ``strategies``: a set name, a strategy name, or a
     list of them (default ``all``); only those strategies are loaded, which makes every query
     cheaper."""

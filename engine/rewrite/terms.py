@@ -1,4 +1,4 @@
-"""LEIR AST -> egglog terms of the schema in rules/leir.egg (decoding: engine.rewrite.decode).
+"""LEIR AST -> egglog terms of the schema in rules/leir/terms.egg (decoding: engine.rewrite.decode).
 
 Encoding builds ``egglog.bindings`` call objects (never text: text insertion is quadratic,
 stack.md 2.7) and hash-conses on the Python side, so every distinct subterm gets one
