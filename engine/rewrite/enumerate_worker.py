@@ -1,6 +1,6 @@
-"""The worker process of ``Engine.enumerate_many`` (``python -m engine.rewrite.worker CONFIG``): it
-loads the rules once, then answers each request (a program record and a strategy selection) with
-the program's step records. A module of its own so that the client side (engine.rewrite.parallel,
+"""The worker process of ``Engine.enumerate_many`` (``python -m engine.rewrite.enumerate_worker
+CONFIG``): it loads the rules once, then answers each request (a program record and a strategy
+selection) with the program's step records. A module of its own so that the client side (engine.rewrite.parallel,
 imported by the engine) and the server side (which builds an engine) do not import each other."""
 from __future__ import annotations
 
