@@ -10,7 +10,7 @@ from pathlib import Path
 
 from engine.leir.cli import run_cli, say_defaults
 from engine.leir.diagnostics import LeirError, shown_path
-from engine.rewrite.sources import add_rules_options
+from engine.rewrite.rule_sources import add_rules_options
 
 DESCRIPTION = """\
 Check rule files: metadata, names, relations, guards, identities, @example texts, what egglog
@@ -80,7 +80,7 @@ def checked(args):
 
 def checked_summary(book) -> str:
     """Which blocks were checked: per folder, the number of blocks, and the names of a user's."""
-    from engine.rewrite.sources import RULES_DIR
+    from engine.rewrite.rule_sources import RULES_DIR
     by_folder: dict[Path, list[str]] = {}
     for s in book.strategies:
         by_folder.setdefault(Path(s.file).parent, []).append(s.name)

@@ -272,7 +272,7 @@ def check(folder: Path, builtin: bool, engine: bool = True) -> tuple[list[str], 
     its mistakes, if any, were reported and located, and a clean folder made an engine."""
     from engine.leir.diagnostics import LeirError
     from engine.rewrite.lint import lint
-    from engine.rewrite.sources import RuleSources
+    from engine.rewrite.rule_sources import RuleSources
     sources = RuleSources((str(folder),), builtin=builtin)
     try:
         rep = lint(sources)

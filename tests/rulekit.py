@@ -15,7 +15,7 @@ def copy_schema(dest):
     """The project's schema (the folder rules/leir/) copied into the folder ``dest``, which
     becomes a complete rules directory; returns the copy's schema folder."""
     import shutil
-    from engine.rewrite.sources import RULES_DIR, SCHEMA_DIR
+    from engine.rewrite.rule_sources import RULES_DIR, SCHEMA_DIR
     return Path(shutil.copytree(RULES_DIR / SCHEMA_DIR, Path(dest) / SCHEMA_DIR))
 
 

@@ -10,7 +10,7 @@ from conftest import ROOT
 
 from engine.leir.diagnostics import LeirError
 from engine.rewrite.rulebook import load_rulebook
-from engine.rewrite.sources import (RULES_DIR, SCHEMA_DIR, SCHEMA_FILES, SPLIT_SCHEMAS, RuleSources, difference,
+from engine.rewrite.rule_sources import (RULES_DIR, SCHEMA_DIR, SCHEMA_FILES, SPLIT_SCHEMAS, RuleSources, difference,
                                     digest, unbundle)
 from engine.rewrite.sexp import read_sexps, sexp_text
 

@@ -17,7 +17,7 @@ from typing import Iterable, Mapping
 from engine.leir.diagnostics import LeirError
 from engine.rewrite.enumerate import Enumerator, InvalidNeighbour
 from engine.rewrite.meta import CATEGORIES
-from engine.rewrite.sources import RuleSources
+from engine.rewrite.rule_sources import RuleSources
 from engine.rewrite.steps import Step, step_from_neighbour
 from engine.rewrite.unknown import UnknownStrategy, did_you_mean
 

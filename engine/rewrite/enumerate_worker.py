@@ -12,7 +12,7 @@ def _serve(argv: list[str]) -> None:
     from engine.leir.files import program_from_json
     from engine.plumbing.procs import serve
     from engine.rewrite.engine import Engine
-    from engine.rewrite.sources import RuleSources, check_same_rules
+    from engine.rewrite.rule_sources import RuleSources, check_same_rules
     config = json.loads(argv[1])
     engine = Engine(RuleSources.from_json(config["rules"]), config["strategies"])
     check_same_rules(config["manifest"], engine.rule_manifest, "the worker's rule set")      # changed since the parent loaded them

@@ -174,7 +174,7 @@ class _Forms:
 
 def lint(path=None) -> Report:
     """The report of the rules ``path`` names: None (the built-in rules), a folder, a list of
-    folders or a ``RuleSources`` (engine.rewrite.sources)."""
+    folders or a ``RuleSources`` (engine.rewrite.rule_sources)."""
     return lint_book(load_rulebook(path))
 
 
@@ -262,7 +262,7 @@ def lint_book(book, warnings: bool = True) -> Report:
 def _builtin_names() -> set[str]:
     """The strategies of the built-in rule files (an @inverse may name one that is not loaded)."""
     from engine.rewrite.meta import scan_headers
-    from engine.rewrite.sources import RULES_DIR
+    from engine.rewrite.rule_sources import RULES_DIR
     names = set()
     for f in RULES_DIR.glob("*.egg"):
         try:
@@ -313,7 +313,7 @@ def egglog_problems(book, skip: dict | None = None, unreadable=()) -> list[tuple
     one's own costs its own forms."""
     from egglog.bindings import EGraph, Pop, Push
 
-    from engine.rewrite.sources import RULES_DIR, SCHEMA_DIR, digest
+    from engine.rewrite.rule_sources import RULES_DIR, SCHEMA_DIR, digest
     from engine.rewrite.terms import SP
     skip = skip or {}
     chunks = _egglog_chunks(book)

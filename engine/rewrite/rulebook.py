@@ -39,7 +39,7 @@ Value rewrites are declared as identities (engine.rewrite.identities), expanded 
 in place; their LEFT and RIGHT are LEIR expressions, and inside any rule ``(leir "TEXT" (NAME
 TERM) ...)`` is such a term (engine.rewrite.leirterms translates both into the schema's
 terms). Adding a strategy is adding a block: no Python change. Which files are loaded:
-engine.rewrite.sources.
+engine.rewrite.rule_sources.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ from engine.rewrite.identities import (IDENTITY, IDENTITY_OPTIONS, TEMPLATE_NAME
 from engine.rewrite.meta import (EXACTNESS, OPTIONAL, REQUIRED, StrategyMeta, read_meta,  # noqa: F401
                                  scan_headers)
 from engine.rewrite.sexp import SExp, SExpError, edit_text, keyword, read_sexps, sexp_text  # noqa: F401
-from engine.rewrite.sources import RULES_DIR, RuleSources, manifest  # noqa: F401
+from engine.rewrite.rule_sources import RULES_DIR, RuleSources, manifest  # noqa: F401
 from engine.rewrite.cot_template import check_templates, parse_template
 from engine.rewrite.leirterms import MACRO, expand_macros
 
@@ -232,7 +232,7 @@ class Rulebook:
         return [f for s in self.schema_files for f in self.forms(s)]
 
     def manifest(self) -> list[dict]:
-        """The rule files as a result records them: name and sha256 of each (sources.manifest)."""
+        """The rule files as a result records them: name and sha256 of each (rule_sources.manifest)."""
         return manifest(self.files, self.texts)
 
     def text(self, f) -> str:
@@ -285,7 +285,7 @@ class Rulebook:
 
 def rule_files(path=None) -> list[Path]:
     """The files ``path`` (None, a folder, a list of folders or a RuleSources) loads: the
-    schema first, then the strategy files (engine.rewrite.sources)."""
+    schema first, then the strategy files (engine.rewrite.rule_sources)."""
     return RuleSources.of(path).files()
 
 

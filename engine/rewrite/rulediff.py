@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from engine.rewrite.rulebook import keyword, load_rulebook, read_sexps, sexp_text
-from engine.rewrite.sources import SCHEMA_DIR, schema_files
+from engine.rewrite.rule_sources import SCHEMA_DIR, schema_files
 
 
 def loaded_forms(rules_dir) -> dict[tuple[str, str], str]:

@@ -5,7 +5,7 @@ tests/test_schema.py checks that every AST node class maps onto them and back.
 from __future__ import annotations
 
 from engine.rewrite.rulebook import RULES_DIR, read_sexps
-from engine.rewrite.sources import SCHEMA_DIR, SCHEMA_FILES
+from engine.rewrite.rule_sources import SCHEMA_DIR, SCHEMA_FILES
 
 _PRIMITIVE = {"String": "S", "i64": "I"}
 
