@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.leir.ast import TensorDecl
-from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.enumerator import Enumerator
 from engine.leir.parser import parse_body
 from engine.leir.program import make_program
 from engine.rewrite.rulebook import load_rulebook

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from engine.leir.ast import equations
-from engine.rewrite.enumerate import Enumerator, loop_names, tensor_names
+from engine.rewrite.enumerator import Enumerator, loop_names, tensor_names
 from engine.leir.files import program_from_json
 from rulekit import copy_schema
 from tests.conftest import COVERAGE, ROOT, corpus_records

@@ -89,7 +89,7 @@ def test_a_helper_the_generator_cannot_compile_is_refused_at_load(tmp_path):
     assert len(problems) == 1
     f, line, col, msg = problems[0]
     assert f.endswith("x.egg") and line == 3 and "Peel" in msg and "SubE" in msg
-    from engine.rewrite.enumerate import Enumerator
+    from engine.rewrite.enumerator import Enumerator
     with pytest.raises(LeirError, match="Peel"):
         Enumerator(d)
     r = subprocess.run([sys.executable, "-m", "engine.lint", str(d)], capture_output=True, text=True)

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from typing import Iterable, Mapping
 
 from engine.leir.diagnostics import LeirError
-from engine.rewrite.enumerate import Enumerator, InvalidNeighbour
+from engine.rewrite.enumerator import Enumerator, InvalidNeighbour
 from engine.rewrite.meta import CATEGORIES
 from engine.rewrite.rule_sources import RuleSources
 from engine.rewrite.steps import Step, step_from_neighbour

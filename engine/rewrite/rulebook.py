@@ -260,7 +260,7 @@ class Rulebook:
         """(filename, egglog text) chunks to run in order on a fresh e-graph.
 
         ``without_ruleset`` (a name or a collection of names): the rules of those rulesets are
-        blanked out (engine.enumerate evaluates the ``compute`` helpers in Python and may load
+        blanked out (the Enumerator evaluates the ``compute`` helpers in Python and may load
         only some strategies; fewer rules make every push/pop of a query cheaper). The
         rulesets themselves stay declared.
         """
