@@ -281,7 +281,7 @@ def test_name_map_shortcut_matches_full_evaluation(corpus):
     """engine.compute returns a term that does not mention a Sub*/Scope*/Swap*/Split* helper's
     name argument unchanged without evaluating the helper's rules on it; with the shortcut
     disabled every neighbour (text and provenance) must be the same."""
-    from engine.rewrite.compute import NAME_MAPS, ComputeRules, Evaluator
+    from engine.rewrite.compute import NAME_MAPS, ComputeRules, HelperEvaluator
     from engine.rewrite.terms import Interner, encode
 
     fast = Enumerator()
@@ -301,7 +301,7 @@ def test_name_map_shortcut_matches_full_evaluation(corpus):
     # the name sets the shortcut relies on
     interner = Interner()
     enc = encode(corpus[0].body, interner)
-    ev = Evaluator(fast.compute, interner)
+    ev = HelperEvaluator(fast.compute, interner)
     vs, ts = ev.names(enc.root)
     from engine.leir.ast import walk, Var, Ref
     want_v, want_t = set(), set()

@@ -7,7 +7,7 @@ import pytest
 
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_programs
-from engine.rewrite.compute import ComputeRules, Evaluator, helper_problems
+from engine.rewrite.compute import ComputeRules, HelperEvaluator, helper_problems
 from engine.rewrite.rulebook import load_rulebook
 from engine.rewrite.schema import Unsupported
 from engine.rewrite.terms import Interner, encode
@@ -23,7 +23,7 @@ def texts():
 def _run(rules, interner, name, args):
     """The generated helper's result: an int key, or Unsupported."""
     try:
-        return rules.generated[name](Evaluator(rules, interner), *args)
+        return rules.generated[name](HelperEvaluator(rules, interner), *args)
     except Unsupported:
         return Unsupported
 
@@ -66,11 +66,11 @@ def test_substitution_shortcut_matches_full_evaluation_on_corpus_statements(text
         enc = encode(p.body, it)
         repl = it(("Bin", "+", it(("Var", "q")), it(("Num", "1"))))
         for path, k in sorted(enc.path_key.items()):
-            for v in sorted(Evaluator(full, it).names(k)[0]) + ["absent"]:
+            for v in sorted(HelperEvaluator(full, it).names(k)[0]) + ["absent"]:
                 a, c = _run(fast, it, "SubI", (k, v, repl)), _run(full, it, "SubI", (k, v, repl))
                 assert a == c and a is not Unsupported, (p.name, path, v)
                 assert (a == k) == (v == "absent"), (p.name, path, v)
-                assert v not in Evaluator(full, it).names(a)[0]
+                assert v not in HelperEvaluator(full, it).names(a)[0]
                 checked += 1
                 changed += a != k
     assert checked > 100 and changed > 50

@@ -24,7 +24,7 @@ from engine.rewrite.codegen import NAME_MAPS, HelperError, Sym, generate
 from engine.rewrite.rulebook import SExpError, load_rulebook, read_sexps
 from engine.rewrite.schema import SIGNATURES, TERM_ARGS, Unsupported
 
-__all__ = ["NAME_MAPS", "ComputeRules", "Evaluator", "HelperRule", "Sym", "Unsupported", "helper_problems"]
+__all__ = ["NAME_MAPS", "ComputeRules", "HelperEvaluator", "HelperRule", "Sym", "Unsupported", "helper_problems"]
 
 
 
@@ -141,7 +141,7 @@ class ComputeRules:
         return self.sorts.get(sort)
 
 
-class Evaluator:
+class HelperEvaluator:
     """Evaluates helper applications for one query (memoised), on the query's interner.
 
     ``lookup(name, args)`` answers a function lookup (an analysis function such as ``VSets``

@@ -40,8 +40,8 @@ class Decoder:
         names = list(SIGNATURES)
         self.ev = None
         if compute is not None:
-            from engine.rewrite.compute import Evaluator
-            self.ev = Evaluator(compute, interner, self._lookup)
+            from engine.rewrite.compute import HelperEvaluator
+            self.ev = HelperEvaluator(compute, interner, self._lookup)
             for name, (sorts, _) in compute.helpers.items():
                 self.kinds[name] = tuple(compute.kind(s) for s in sorts)
                 names.append(name)
