@@ -39,7 +39,7 @@ SINGLE_SCHEMA = "leir.egg"          # the schema as one file, before it was spli
 # same forms, grouped by job. A result recorded with that leir.egg names these files.
 SPLIT_SCHEMAS = {
     "aff0577f3a3d5b38607698d67d3f3fff986c6eab3142dcc88b6a1c9038a12337": {
-        "leir/terms.egg": "d8c25ee73d247913c42f73692213a230b5aa22eb32d5bf1ce0036eb54683811e",
+        "leir/terms.egg": "b2a49a62792112e41358724828455e092c6ea64dc9323ca34b54b1fb886ab058",
         "leir/preconditions.egg": "0242fc767e49ca158a16d494c7f49e5410816b0a6d86d4aca3c69bec393eb60e",
         "leir/values.egg": "025bc7f8d7c4e410ba1bab82d96a164c42dd66ee57dd5de66ec4264d23462347",
         "leir/prefixes.egg": "a56a632f53539c46b0d87c956762a868046b4d14ee270a98e162fe6b1227d352",
