@@ -29,7 +29,7 @@ def _run(rules, interner, name, args):
 
 
 def test_loop_list_surgery_is_list_surgery_at_every_position(texts):
-    """LGet / LSet / LIns / LDel, compiled from rules/leir.egg, against Python's own list
+    """LGet / LSet / LIns / LDel, compiled from rules/leir/helpers.egg, against Python's own list
     operations; past the end (or before the start) the rules have no case: Unsupported."""
     rules = ComputeRules(texts)
     it = Interner()
