@@ -284,10 +284,8 @@ class _Advice:
     package's schema, and may declare relations of its own)."""
 
     def __init__(self, book):
-        first = book.files[0]
-        # a split schema is named by its folder (rules/leir/), a single one by its file
-        self.schema = first.parent if book.schema_count > 1 else first
-        self.rules_dir = first.parent.parent if book.schema_count > 1 else first.parent
+        self.schema = book.schema_place                 # rules/leir/, or a single leir.egg
+        self.rules_dir = book.files[0].parent.parent if book.schema_count > 1 else book.files[0].parent
 
     def unknown(self, file, name: str, declared) -> str:
         hint = _did_you_mean(name, declared)

@@ -227,6 +227,11 @@ class Rulebook:
     def strategy_files(self) -> list[Path]:
         return self.files[self.schema_count:]
 
+    @property
+    def schema_place(self) -> Path:
+        """Where the schema is, for a message: its folder (rules/leir/), or its one file."""
+        return self.files[0].parent if self.schema_count > 1 else self.files[0]
+
     def schema_forms(self) -> list[SExp]:
         """The top-level forms of every schema file, in load order."""
         return [f for s in self.schema_files for f in self.forms(s)]
