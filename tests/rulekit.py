@@ -16,7 +16,7 @@ def copy_schema(dest):
     becomes a complete rules directory; returns the copy's schema folder."""
     import shutil
     from engine.rewrite.rule_sources import RULES_DIR, SCHEMA_DIR
-    return Path(shutil.copytree(RULES_DIR / SCHEMA_DIR, Path(dest) / SCHEMA_DIR))
+    return Path(shutil.copytree(RULES_DIR / SCHEMA_DIR, Path(dest) / SCHEMA_DIR, dirs_exist_ok=True))
 
 
 def operator_rules_dir(tmp_path_factory):
