@@ -92,3 +92,18 @@ def test_the_split_record_is_true_to_the_file_it_names():
         pytest.skip("the schema changed since the split: SPLIT_SCHEMAS names the files as they were then")
     forms = sorted(sexp_text(f) for f in read_sexps(got.stdout))
     assert forms == sorted(sexp_text(f) for f in read_sexps(_schema_text()))
+
+
+def test_rulediff_compares_the_schema_whatever_its_layout(tmp_path, capsys):
+    """A copy of rules/ whose schema is one leir.egg loads the same program as rules/ itself."""
+    from engine.rewrite.rulediff import main
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "leir.egg").write_text(_schema_text())
+    for f in RULES_DIR.glob("*.egg"):
+        shutil.copy(f, old / f.name)
+    assert main([str(old), str(RULES_DIR)]) == 0
+    assert capsys.readouterr().out.strip().endswith("0 form(s) differ")
+    (old / "leir.egg").write_text(_schema_text().replace("(relation FirstUse (Item String))", ""))
+    assert main([str(old), str(RULES_DIR)]) == 1
+    assert "leir/ (relation FirstUse (Item String))" in capsys.readouterr().out
