@@ -97,7 +97,7 @@ def run_set(engine, progs, strategies, validate: bool, repeat: int = 1) -> dict:
 
 def _measure(args) -> tuple[float, int, dict]:
     """(peak RSS in MiB, compute fallbacks, {set: result}) of the sets ``args`` asks for."""
-    from engine.rewrite.enumerate import Enumerator
+    from engine.rewrite.enumerator import Enumerator
     from engine.leir.files import load_programs
     progs = load_programs(args.corpus)
     shared = Enumerator(args.rules)

@@ -498,7 +498,7 @@ def _left_out(stats) -> str:
 def check_rules(rows: list[dict], options: dict, manifest: list[dict]) -> None:
     """The rules loaded now are the ones that made the dataset (its job's and every row's
     record of the rule files), else a one-line error naming the difference (exit 2)."""
-    from engine.rewrite.sources import check_same_rules
+    from engine.rewrite.rule_sources import check_same_rules
     seen = [options.get("rules")] if options.get("rules") is not None else []
     for r in rows:
         if isinstance(r, dict) and isinstance(r.get("rules"), list) and r["rules"] not in seen:
@@ -565,7 +565,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print the report as one JSON object")
     ap.add_argument("--allow-empty", action="store_true",
                     help="accept a dataset without rows (default: no rows is a problem, exit status 1)")
-    from engine.rewrite.sources import add_rules_options
+    from engine.rewrite.rule_sources import add_rules_options
     add_rules_options(ap)
     from engine.leir.cli import say_defaults
     args = say_defaults(ap).parse_args(argv)

@@ -73,7 +73,7 @@ def parser() -> argparse.ArgumentParser:
                    help="menu prompts: leave out the random-choice and shipped-cost-model rows of the comparison")
     o.add_argument("--json", action="store_true", help="print results.json's metrics on stdout")
     o.add_argument("--restart", action="store_true", help="discard the journal of an earlier run in OUT")
-    from engine.rewrite.sources import add_rules_options
+    from engine.rewrite.rule_sources import add_rules_options
     add_rules_options(ap)
     from engine.leir.cli import say_defaults
     return say_defaults(ap)

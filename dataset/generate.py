@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from engine.leir.diagnostics import LeirError
-from engine.rewrite.sources import add_rules_options
+from engine.rewrite.rule_sources import add_rules_options
 
 from lowering.measure.stats import CONFIDENCE, LOOK_EVERY, NOISE_FLOOR, ROUNDS, looks, min_rounds
 
@@ -201,7 +201,7 @@ def menu_options(args):
 
 def options_of(args) -> dict:
     """The job's options. ``rules``: the rule files (names and hashes: a result option, recorded
-    in every row); ``rule_bundle``: their texts, for the workers (engine.rewrite.sources)."""
+    in every row); ``rule_bundle``: their texts, for the workers (engine.rewrite.rule_sources)."""
     from engine.rewrite.rulebook import load_rulebook
     from engine.rewrite.validate import check_rulebook
     book = load_rulebook(args.rules)

@@ -99,7 +99,7 @@ class Runner:
     def engine(self):
         if self._engine is None:
             from engine import Engine
-            from engine.rewrite.sources import check_same_rules, unbundle
+            from engine.rewrite.rule_sources import check_same_rules, unbundle
             rules = None
             if self.options.get("rule_bundle") is not None:     # the driver's rule files, wherever this runs
                 import tempfile

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from engine.leir.cli import description, run_cli, say_defaults
-from engine.rewrite.sources import add_rules_options
+from engine.rewrite.rule_sources import add_rules_options
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_program, loads_json, read_text, write_atomic
 from engine.rewrite.engine import Engine, StepError
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     if not records:
         raise LeirError("no steps in this file", file=path)
     engine = Engine(args.rules)
-    from engine.rewrite.sources import check_same_rules
+    from engine.rewrite.rule_sources import check_same_rules
     for line, rec in records:
         if isinstance(rec, dict) and isinstance(rec.get("rules"), list):
             try:

@@ -12,7 +12,7 @@ from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_program, write_atomic
 from engine.rewrite.engine import Engine, resolve_strategies
 from engine.rewrite.meta import CATEGORIES
-from engine.rewrite.sources import add_rules_options, add_strategies_option
+from engine.rewrite.rule_sources import add_rules_options, add_strategies_option
 from engine.rewrite.unknown import did_you_mean
 
 

@@ -15,9 +15,9 @@ from engine.leir.cli import description, run_cli, say_defaults
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_program
 from engine.rewrite.engine import resolve_strategies
-from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.enumerator import Enumerator
 from engine.rewrite.meta import CATEGORIES
-from engine.rewrite.sources import add_rules_options, add_strategies_option
+from engine.rewrite.rule_sources import add_rules_options, add_strategies_option
 from engine.rewrite.unknown import did_you_mean
 from engine.rewrite.saturate import Limits, explore
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from engine.leir.cli import run_cli, say_defaults
 from engine.leir.diagnostics import LeirError, shown_path
-from engine.rewrite.sources import add_rules_options
+from engine.rewrite.rule_sources import add_rules_options
 
 DESCRIPTION = """\
 Check rule files: metadata, names, relations, guards, identities, @example texts, what egglog
@@ -19,7 +19,7 @@ as FILE:LINE:COL: error: MESSAGE, then the blocks checked and a count. Exit stat
 is an error, else 0 (warnings do not fail).
 
 RULES_DIR is read like --rules: a folder of your own strategy files is checked together with the
-built-in rules; a complete rules directory (with its own leir.egg) alone. To run every block's
+built-in rules; a complete rules directory (with its own schema leir/) alone. To run every block's
 examples too (enumerated with the block's strategy, replayed from their JSON record with
 Engine.apply and verified on llvm; needs TVM, about a second per example):
 python -m lowering.rule_examples [RULES_DIR] [--only WHICH].
@@ -80,7 +80,7 @@ def checked(args):
 
 def checked_summary(book) -> str:
     """Which blocks were checked: per folder, the number of blocks, and the names of a user's."""
-    from engine.rewrite.sources import RULES_DIR
+    from engine.rewrite.rule_sources import RULES_DIR
     by_folder: dict[Path, list[str]] = {}
     for s in book.strategies:
         by_folder.setdefault(Path(s.file).parent, []).append(s.name)

@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue an interrupted run from its trajectory file (its samples are not redone)")
     o.add_argument("--quiet", action="store_true", help="no progress lines")
     o.add_argument("--json", action="store_true", help="print the best result as JSON")
-    from engine.rewrite.sources import add_rules_options
+    from engine.rewrite.rule_sources import add_rules_options
     add_rules_options(ap)
     from engine.leir.cli import say_defaults
     return say_defaults(ap)
@@ -56,7 +56,7 @@ def _main(argv) -> int:
         opts.strategies = [s.strip() for s in opts.strategies.split(",") if s.strip()]
     opts.validate()
     from engine import Engine
-    from engine.rewrite.sources import check_same_rules
+    from engine.rewrite.rule_sources import check_same_rules
     from engine.rewrite.unknown import UnknownStrategy
     try:
         engine = Engine(rules=a.rules, strategies=opts.strategies)

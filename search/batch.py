@@ -79,7 +79,7 @@ def parser() -> argparse.ArgumentParser:
     for name, typ, text in PASSED:
         flags = ["--" + name.replace("_", "-")] + (["--strategy"] if name == "strategies" else [])
         s.add_argument(*flags, dest=name, type=typ, default=getattr(d, name), help=text)
-    from engine.rewrite.sources import add_rules_options
+    from engine.rewrite.rule_sources import add_rules_options
     add_rules_options(ap)
     from engine.leir.cli import say_defaults
     return say_defaults(ap)

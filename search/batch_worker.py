@@ -27,7 +27,7 @@ def _engine(strategies, bundle=None):
         if bundle is not None:
             import tempfile
 
-            from engine.rewrite.sources import unbundle
+            from engine.rewrite.rule_sources import unbundle
             _RULE_DIRS.append(tempfile.TemporaryDirectory(prefix="leir-rules-"))
             rules = unbundle(bundle, _RULE_DIRS[-1].name)
         _ENGINES[key] = Engine(rules=rules, strategies=strategies)

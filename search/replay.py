@@ -16,7 +16,7 @@ def replay(record: dict, target: str | None = None, rounds: int | None = None, r
     """``rules``: the rule sources the trajectory was made with (Engine's ``rules``); other rule
     files than the trajectory records are an error naming the difference."""
     from engine import Engine, StepError
-    from engine.rewrite.sources import check_same_rules
+    from engine.rewrite.rule_sources import check_same_rules
     from engine.leir.diagnostics import LeirError
     from engine.leir.files import program_from_json
     from engine.leir.parser import parse_body
@@ -79,7 +79,7 @@ def _main(argv) -> int:
     ap.add_argument("--target", help="re-time on another target than the recorded one")
     ap.add_argument("--rounds", type=int, help="most paired timing rounds against the original (default: the "
                                                "trajectory's --rounds, 20)")
-    from engine.rewrite.sources import add_rules_options
+    from engine.rewrite.rule_sources import add_rules_options
     add_rules_options(ap)
     from engine.leir.cli import say_defaults
     a = say_defaults(ap).parse_args(argv)

@@ -29,9 +29,7 @@ _DIRECTIVE = re.compile(r"@(?P<key>[A-Za-z]+)")
 def blocks() -> list[tuple[str, str]]:
     """(strategy name, block text) of every block of the shipped strategy files, in file order."""
     out = []
-    for f in sorted(RULES.glob("*.egg")):
-        if f.name == "leir.egg":
-            continue
+    for f in sorted(RULES.glob("*.egg")):          # the strategy files (the schema is rules/leir/)
         lines = f.read_text().split("\n")
         starts = [i for i, l in enumerate(lines) if re.match(r"\s*;+\s*@strategy\s", l)]
         for a, b in zip(starts, starts[1:] + [len(lines)]):
@@ -274,7 +272,7 @@ def check(folder: Path, builtin: bool, engine: bool = True) -> tuple[list[str], 
     its mistakes, if any, were reported and located, and a clean folder made an engine."""
     from engine.leir.diagnostics import LeirError
     from engine.rewrite.lint import lint
-    from engine.rewrite.sources import RuleSources
+    from engine.rewrite.rule_sources import RuleSources
     sources = RuleSources((str(folder),), builtin=builtin)
     try:
         rep = lint(sources)

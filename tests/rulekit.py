@@ -2,11 +2,21 @@
 and the numerical check every sampled neighbour must pass."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from engine.leir.ast import TensorDecl
-from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.enumerator import Enumerator
 from engine.leir.parser import parse_body
 from engine.leir.program import make_program
 from engine.rewrite.rulebook import load_rulebook
+
+
+def copy_schema(dest):
+    """The project's schema (the folder rules/leir/) copied into the folder ``dest``, which
+    becomes a complete rules directory; returns the copy's schema folder."""
+    import shutil
+    from engine.rewrite.rule_sources import RULES_DIR, SCHEMA_DIR
+    return Path(shutil.copytree(RULES_DIR / SCHEMA_DIR, Path(dest) / SCHEMA_DIR, dirs_exist_ok=True))
 
 
 def operator_rules_dir(tmp_path_factory):
@@ -15,16 +25,14 @@ def operator_rules_dir(tmp_path_factory):
     import shutil
     from engine.rewrite.rulebook import RULES_DIR
     d = tmp_path_factory.mktemp("oprules")
-    for f in ("leir.egg", "operator.egg"):
-        shutil.copy(RULES_DIR / f, d / f)
+    copy_schema(d)
+    shutil.copy(RULES_DIR / "operator.egg", d / "operator.egg")
     return d
 
 
 def rule_file_dir(tmp_path, text: str):
-    """``tmp_path`` as a rules directory: the project's schema (leir.egg) and ``text`` as x.egg."""
-    import shutil
-    from engine.rewrite.rulebook import RULES_DIR
-    shutil.copy(RULES_DIR / "leir.egg", tmp_path / "leir.egg")
+    """``tmp_path`` as a rules directory: the project's schema (rules/leir/) and ``text`` as x.egg."""
+    copy_schema(tmp_path)
     (tmp_path / "x.egg").write_text(text)
     return tmp_path
 

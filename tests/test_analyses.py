@@ -54,9 +54,9 @@ def test_running_some_analyses_gives_their_facts_unchanged(encoded):
 
 def test_the_rule_files_declare_every_provided_relation_and_its_kind():
     book = load_rulebook()
-    declared = {f.value[1].value for f in book.forms(book.files[0]) if f.head in ("relation", "function")}
+    declared = {f.value[1].value for f in book.schema_forms() if f.head in ("relation", "function")}
     assert PROVIDED <= declared, sorted(PROVIDED - declared)
-    assert value_tables(book.forms(book.files[0])) & PROVIDED == {"ThreadProduct"}   # set to a value
+    assert value_tables(book.schema_forms()) & PROVIDED == {"ThreadProduct"}   # set to a value
     assert STATIC_RELATIONS == {"Divisor", "Cut"}
 
 
@@ -64,9 +64,9 @@ def test_a_fact_of_an_unprovided_or_undeclared_relation_is_an_error(encoded):
     p, enc = encoded[0]
     facts = analyse(p, enc)
     bogus = facts._replace(glob=facts.glob + [("Bogus", 1)])
-    ins = FactInserter(PROVIDED, PROVIDED, set(), "leir.egg")
+    ins = FactInserter(PROVIDED, PROVIDED, set(), "rules/leir")
     with pytest.raises(LeirError, match="'Bogus', which no analysis"):
         ins.actions(bogus, enc)
-    ins = FactInserter(PROVIDED - {"Reads"}, PROVIDED, set(), "leir.egg")
+    ins = FactInserter(PROVIDED - {"Reads"}, PROVIDED, set(), "rules/leir")
     with pytest.raises(LeirError, match="'Reads', which no rule file declares"):
         ins.actions(facts, enc)

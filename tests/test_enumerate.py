@@ -8,8 +8,9 @@ import sys
 import pytest
 
 from engine.leir.ast import equations
-from engine.rewrite.enumerate import Enumerator, loop_names, tensor_names
+from engine.rewrite.enumerator import Enumerator, loop_names, tensor_names
 from engine.leir.files import program_from_json
+from rulekit import copy_schema
 from tests.conftest import COVERAGE, ROOT, corpus_records
 from rulekit import operator_rules_dir
 
@@ -265,9 +266,10 @@ def test_placeholders_resolved_in_provenance():
 def test_undeclared_fact_relation_is_a_clear_error(tmp_path, corpus):
     """A Python fact naming a relation no rule file declares is reported, not an egglog panic."""
     from engine.leir.diagnostics import LeirError
-    text = (ROOT / "rules" / "leir.egg").read_text()
+    values = copy_schema(tmp_path) / "values.egg"
+    text = values.read_text()
     assert "(relation FirstUse (Item String))" in text
-    (tmp_path / "leir.egg").write_text(text.replace("(relation FirstUse (Item String))", ""))
+    values.write_text(text.replace("(relation FirstUse (Item String))", ""))
     shutil.copy(ROOT / "rules" / "operator.egg", tmp_path / "operator.egg")
     eng = Enumerator(tmp_path)
     with pytest.raises(LeirError, match="'FirstUse', which no rule file declares"):
@@ -279,7 +281,7 @@ def test_name_map_shortcut_matches_full_evaluation(corpus):
     """engine.compute returns a term that does not mention a Sub*/Scope*/Swap*/Split* helper's
     name argument unchanged without evaluating the helper's rules on it; with the shortcut
     disabled every neighbour (text and provenance) must be the same."""
-    from engine.rewrite.compute import NAME_MAPS, ComputeRules, Evaluator
+    from engine.rewrite.compute import NAME_MAPS, ComputeRules, HelperEvaluator
     from engine.rewrite.terms import Interner, encode
 
     fast = Enumerator()
@@ -299,7 +301,7 @@ def test_name_map_shortcut_matches_full_evaluation(corpus):
     # the name sets the shortcut relies on
     interner = Interner()
     enc = encode(corpus[0].body, interner)
-    ev = Evaluator(fast.compute, interner)
+    ev = HelperEvaluator(fast.compute, interner)
     vs, ts = ev.names(enc.root)
     from engine.leir.ast import walk, Var, Ref
     want_v, want_t = set(), set()

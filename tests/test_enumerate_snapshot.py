@@ -40,7 +40,7 @@ def triples(engine, program, strategies) -> list[list[str]]:
 
 
 def record(without=()) -> dict:
-    from engine.rewrite.enumerate import Enumerator
+    from engine.rewrite.enumerator import Enumerator
     from engine.leir.files import load_programs
     eng = Enumerator()
     strategies = sorted(s.name for s in eng.book.strategies if s.name not in without)
@@ -58,7 +58,7 @@ def snapshot():
 
 @pytest.fixture(scope="module")
 def engine():
-    from engine.rewrite.enumerate import Enumerator
+    from engine.rewrite.enumerator import Enumerator
     return Enumerator()
 
 
@@ -89,7 +89,7 @@ def test_neighbours_match_snapshot(snapshot, engine, programs, name):
 def test_helpers_evaluated_in_python_match_egglog_compute(programs):
     """engine.compute evaluates the helper terms of Step rows in Python; saturating the compute
     ruleset in egglog (the fallback) gives the same neighbours, and no fallback was needed."""
-    from engine.rewrite.enumerate import Enumerator
+    from engine.rewrite.enumerator import Enumerator
     fast, slow = Enumerator(), Enumerator()
     slow.python_compute = False
     for name in ("Matmul3D", "softmax", "Average_Pooling_1D"):
@@ -102,7 +102,7 @@ def test_engine_loading_a_subset_gives_the_same_neighbours(engine, programs):
     """Enumerator(strategies=...) loads only those strategies' rules (cheaper push/pop per query)
     and enumerates exactly what the full engine does for that selection; others are refused."""
     from engine.leir.diagnostics import LeirError
-    from engine.rewrite.enumerate import Enumerator
+    from engine.rewrite.enumerator import Enumerator
     subset = ["loop_split", "loop_reorder", "compute_inline", "operator_fusion"]
     small = Enumerator(strategies=subset)
     for name in ("Matmul3D", "softmax"):

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from engine.leir.ast import TensorDecl
-from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.enumerator import Enumerator
 from engine.leir.parser import parse_body
 from engine.leir.program import make_program
 from engine.rewrite.saturate import Limits, explore

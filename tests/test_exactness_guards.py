@@ -12,7 +12,7 @@ import collections
 import pytest
 
 from engine.rewrite.analyses.values import possibly_infinite
-from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.enumerator import Enumerator
 from engine.rewrite.steps import step_from_neighbour
 from rulekit import prog
 

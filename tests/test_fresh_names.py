@@ -1,7 +1,7 @@
 """Fresh names for rule placeholders, chosen and substituted in the printed text."""
 import pytest
 
-from engine.rewrite.enumerate import _Uncovered, fresh_plan, rename_text
+from engine.rewrite.enumerator import _Uncovered, fresh_plan, rename_text
 from engine.leir.parser import parse_body
 from engine.leir.printer import body_to_str, item_to_str
 

@@ -7,7 +7,7 @@ import pytest
 
 from engine.rewrite.lint import lint
 from tests.conftest import ROOT
-from rulekit import rule_file_dir
+from rulekit import copy_schema, rule_file_dir
 
 GOOD = """
 ;; @strategy loop_unrolling
@@ -36,7 +36,7 @@ def errors(rep):
 
 def test_operator_rules_are_clean(tmp_path):
     shutil.copy(ROOT / "rules" / "operator.egg", tmp_path / "operator.egg")
-    shutil.copy(ROOT / "rules" / "leir.egg", tmp_path / "leir.egg")
+    copy_schema(tmp_path)
     assert errors(lint(tmp_path)) == []
 
 

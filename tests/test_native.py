@@ -7,7 +7,7 @@ import pytest
 
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import load_programs
-from engine.rewrite.compute import ComputeRules, Evaluator, helper_problems
+from engine.rewrite.compute import ComputeRules, HelperEvaluator, helper_problems
 from engine.rewrite.rulebook import load_rulebook
 from engine.rewrite.schema import Unsupported
 from engine.rewrite.terms import Interner, encode
@@ -23,13 +23,13 @@ def texts():
 def _run(rules, interner, name, args):
     """The generated helper's result: an int key, or Unsupported."""
     try:
-        return rules.generated[name](Evaluator(rules, interner), *args)
+        return rules.generated[name](HelperEvaluator(rules, interner), *args)
     except Unsupported:
         return Unsupported
 
 
 def test_loop_list_surgery_is_list_surgery_at_every_position(texts):
-    """LGet / LSet / LIns / LDel, compiled from rules/leir.egg, against Python's own list
+    """LGet / LSet / LIns / LDel, compiled from rules/leir/helpers.egg, against Python's own list
     operations; past the end (or before the start) the rules have no case: Unsupported."""
     rules = ComputeRules(texts)
     it = Interner()
@@ -66,11 +66,11 @@ def test_substitution_shortcut_matches_full_evaluation_on_corpus_statements(text
         enc = encode(p.body, it)
         repl = it(("Bin", "+", it(("Var", "q")), it(("Num", "1"))))
         for path, k in sorted(enc.path_key.items()):
-            for v in sorted(Evaluator(full, it).names(k)[0]) + ["absent"]:
+            for v in sorted(HelperEvaluator(full, it).names(k)[0]) + ["absent"]:
                 a, c = _run(fast, it, "SubI", (k, v, repl)), _run(full, it, "SubI", (k, v, repl))
                 assert a == c and a is not Unsupported, (p.name, path, v)
                 assert (a == k) == (v == "absent"), (p.name, path, v)
-                assert v not in Evaluator(full, it).names(a)[0]
+                assert v not in HelperEvaluator(full, it).names(a)[0]
                 checked += 1
                 changed += a != k
     assert checked > 100 and changed > 50
@@ -89,7 +89,7 @@ def test_a_helper_the_generator_cannot_compile_is_refused_at_load(tmp_path):
     assert len(problems) == 1
     f, line, col, msg = problems[0]
     assert f.endswith("x.egg") and line == 3 and "Peel" in msg and "SubE" in msg
-    from engine.rewrite.enumerate import Enumerator
+    from engine.rewrite.enumerator import Enumerator
     with pytest.raises(LeirError, match="Peel"):
         Enumerator(d)
     r = subprocess.run([sys.executable, "-m", "engine.lint", str(d)], capture_output=True, text=True)

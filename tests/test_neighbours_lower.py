@@ -62,7 +62,7 @@ def handwritten() -> tuple:
 
 @functools.lru_cache(maxsize=None)
 def _engine():
-    from engine.rewrite.enumerate import Enumerator
+    from engine.rewrite.enumerator import Enumerator
     return Enumerator()
 
 
@@ -94,7 +94,7 @@ def spread(items: list, n: int) -> list:
 def check(p, nb, target: str = "llvm") -> str | None:
     """None if the neighbour is valid, re-parses to itself and lowers; else what failed."""
     from engine.leir.diagnostics import LeirError
-    from engine.rewrite.enumerate import InvalidNeighbour
+    from engine.rewrite.enumerator import InvalidNeighbour
     from engine.leir.parser import parse_body
     from lowering.errors import LoweringError
     from lowering.tir import from_tvmscript, lower_to_tvmscript
@@ -163,7 +163,7 @@ class IncrementalChecker:
         self.fallbacks = 0                  # neighbours that took the exact ``check``
 
     def check(self, nb) -> str | None:
-        from engine.rewrite.enumerate import InvalidNeighbour
+        from engine.rewrite.enumerator import InvalidNeighbour
         try:
             q = nb.program
             ok = self._reparses(nb, q) and self._lowers(q)

@@ -112,7 +112,7 @@ class Item:
 
 @functools.lru_cache(maxsize=1)
 def engine():
-    from engine.rewrite.enumerate import Enumerator
+    from engine.rewrite.enumerator import Enumerator
     return Enumerator()
 
 
@@ -165,7 +165,7 @@ def known_bug(failure: dict):
 
 def check(item: Item) -> dict | None:
     """None when the neighbour verifies Equal on TRIALS trials, else a failure record."""
-    from engine.rewrite.enumerate import InvalidNeighbour
+    from engine.rewrite.enumerator import InvalidNeighbour
     from lowering.verify import verify
     fail = {"strategy": item.strategy, "rule": item.rule, "program": item.program.name,
             "params": dict(item.params), "exactness": item.exactness}

@@ -20,8 +20,10 @@ def test_rule_files_ship_as_package_data_of_engine_rules():
     st = _setuptools()
     assert st["package-dir"]["engine.rules"] == "rules"
     assert "engine.rules" in st["packages"]
-    assert "*.egg" in st["package-data"]["engine.rules"]
-    assert (ROOT / "rules" / "leir.egg").is_file()
+    assert {"*.egg", "leir/*.egg"} <= set(st["package-data"]["engine.rules"])
+    from engine.rewrite.rule_sources import SCHEMA_DIR, SCHEMA_FILES
+    assert all((ROOT / "rules" / SCHEMA_DIR / f).is_file() for f in SCHEMA_FILES)
+    assert sorted(p.name for p in (ROOT / "rules" / SCHEMA_DIR).iterdir()) == sorted(SCHEMA_FILES)
 
 
 def test_the_source_tree_finds_its_rules():

@@ -109,7 +109,7 @@ def test_lint_reports_each_mistake_once_with_advice_for_the_folder(bad, tmp_path
     shutil.copytree(ROOT / "rules", copy)
     (copy / "mine.egg").write_text(BAD)
     rc, _, err = call(main, [copy], capsys)
-    assert rc == 2 and "(did you mean 'LoopAt'?): declare it in" in err and "leir.egg" in err
+    assert rc == 2 and "(did you mean 'LoopAt'?): declare it in a relations file of" in err and "rules/leir/" in err
 
 
 def test_the_projects_rules_lint_with_no_warning(capsys):

@@ -4,7 +4,7 @@ Before/expected texts for every rule, negative guards, name/position independenc
 to the family's own (nested) outputs, corpus-wide validity and coverage, and numeric verification
 (lowering.verify, strict tolerance, 3 trials) of a deterministic sample at reduced shapes.
 
-The engine here loads rules/leir.egg and rules/attention.egg only, so these tests exercise this
+The engine here loads the schema (rules/leir/) and rules/attention.egg only, so these tests exercise this
 file's rules in isolation from other strategy files that are being written concurrently.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 import pytest
 
 from conftest import CORPUS, COVERAGE
-from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.enumerator import Enumerator
 from rulekit import prog
 
 

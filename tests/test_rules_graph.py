@@ -11,7 +11,7 @@ import pytest
 from conftest import COVERAGE, corpus_records
 from engine.leir.ast import Nest
 from engine.leir.diagnostics import LeirError
-from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.enumerator import Enumerator
 from engine.leir.files import program_from_json
 from engine.leir.parser import parse_body
 from engine.leir.program import make_program

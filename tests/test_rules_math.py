@@ -9,7 +9,7 @@ import sympy
 
 from conftest import CORPUS, COVERAGE
 from engine.leir.ast import TensorDecl
-from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.enumerator import Enumerator
 from engine.leir.parser import parse_body
 from engine.leir.program import make_program
 from engine.rewrite.rulebook import RULES_DIR, keyword, load_rulebook, read_sexps

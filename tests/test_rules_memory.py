@@ -4,7 +4,7 @@ import json
 import pytest
 
 from conftest import CORPUS, COVERAGE
-from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.enumerator import Enumerator
 from engine.leir.parser import parse_body
 from engine.leir.program import make_program
 from rulekit import prog

@@ -6,7 +6,7 @@ tests pin the operator block independently of the other strategy files.
 
 import pytest
 
-from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.enumerator import Enumerator
 from engine.leir.parser import parse_body
 from engine.leir.program import make_program
 from engine.leir.ast import TensorDecl

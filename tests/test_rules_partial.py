@@ -5,7 +5,7 @@ padded axis), guards that must reject (a single conv, different weights, differe
 dependent or pre-written outputs, unpadded inputs, short programs the reference crashed on),
 the init decided for the nested corrections, re-parsing, numeric verification (bitwise: the
 rewrite repeats every operation on identical operands) and the corpus program the reference
-applies it to. The engine loads rules/leir.egg and rules/partial.egg only.
+applies it to. The engine loads the schema (rules/leir/) and rules/partial.egg only.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import COVERAGE, corpus_records
-from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.enumerator import Enumerator
 from engine.leir.files import program_from_json
 from engine.leir.parser import parse_body
 from engine.leir.program import make_program

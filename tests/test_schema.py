@@ -1,9 +1,9 @@
-"""The term schema is written once, in rules/leir.egg; engine.rewrite.schema reads it, and the AST
+"""The term schema is written once, in rules/leir/terms.egg; engine.rewrite.schema reads it, and the AST
 encoder must build exactly those constructors with those argument sorts."""
 import dataclasses
 
 from engine.leir import ast
-from engine.rewrite.rulebook import RULES_DIR, SCHEMA_FILE
+from engine.rewrite.rulebook import RULES_DIR
 from engine.rewrite.schema import SIGNATURES, TERM_ARGS, read_signatures
 from engine.rewrite.terms import Interner, encode
 from rulekit import prog
@@ -22,7 +22,7 @@ def _every_node_kind():
 
 
 def test_signatures_are_read_from_the_schema_file():
-    text = (RULES_DIR / SCHEMA_FILE).read_text()
+    text = (RULES_DIR / "leir" / "terms.egg").read_text()
     assert read_signatures(text) == SIGNATURES
     assert {s for s, _ in SIGNATURES.values()} >= set(PROGRAM_SORTS) | {"Params"}
     assert SIGNATURES["Ref"] == ("Expr", ("S", "S", "S", "Exprs"))
@@ -45,7 +45,7 @@ def test_the_encoder_builds_exactly_the_schema():
     used = set()
     for i, key in enumerate(interner.keys):
         ctor, *args = key
-        assert ctor in SIGNATURES, f"the encoder builds {ctor}, which rules/leir.egg does not declare"
+        assert ctor in SIGNATURES, f"the encoder builds {ctor}, which rules/leir/terms.egg does not declare"
         sort, kinds = SIGNATURES[ctor]
         assert len(args) == len(kinds), (ctor, args, kinds)
         for a, kind in zip(args, kinds):

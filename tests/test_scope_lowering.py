@@ -30,7 +30,7 @@ BOUND_PER_PROGRAM = 2  # blockIdx-bound programs (loop_binding/block neighbours)
 
 @functools.lru_cache(maxsize=None)
 def _engine(*strategies):
-    from engine.rewrite.enumerate import Enumerator
+    from engine.rewrite.enumerator import Enumerator
     return Enumerator(strategies=list(strategies))
 
 

@@ -39,7 +39,7 @@ def test_a_merged_neighbour_has_one_step_whose_alternatives_are_steps(engine, pr
 
 
 def test_neighbour_provenances_are_steps_of_the_neighbour(engine, program):
-    from engine.rewrite.enumerate import Enumerator
+    from engine.rewrite.enumerator import Enumerator
     enum = Enumerator(strategies=["cache_read_write"])
     res = enum.enumerate(program, validate=True)
     assert res.neighbours and res.invalid == []
@@ -52,7 +52,7 @@ def test_neighbour_provenances_are_steps_of_the_neighbour(engine, program):
 
 def test_stage_outputs_are_typed(program):
     """Facts addressed by body path, Step rows as interned keys."""
-    from engine.rewrite.enumerate import Enumerator
+    from engine.rewrite.enumerator import Enumerator
     from engine.rewrite.facts import analyse
     from engine.rewrite.rows import StepRow, decode_rows
     from engine.rewrite.session import Clock

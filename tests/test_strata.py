@@ -1,7 +1,7 @@
 """The stratified analysis schedule (engine.strata) computes what plain saturation computes."""
 import egglog.bindings as b
 
-from engine.rewrite.enumerate import Enumerator
+from engine.rewrite.enumerator import Enumerator
 from engine.leir.files import load_programs
 from engine.rewrite.strata import strata
 

@@ -103,10 +103,11 @@ def test_engine_enumerates_a_user_strategy_and_the_sets_place_it(mine):
     assert [m["file"] for m in eng.rule_manifest][-1] == "serial.egg"
     only = Engine(rules=str(mine))          # one folder: added to the built-in rules too
     assert {"loop_serialization", "loop_unrolling"} <= set(only.strategies)
-    from engine.rewrite.sources import RuleSources
+    from engine.rewrite.rule_sources import RuleSources
     alone = Engine(rules=RuleSources((str(mine),), builtin=False))
     assert alone.strategies == ("loop_serialization",)
-    assert [m["file"] for m in alone.rule_manifest] == ["leir.egg", "serial.egg"]
+    from engine.rewrite.rule_sources import SCHEMA_FILES
+    assert [m["file"] for m in alone.rule_manifest] == [f"leir/{n}" for n in SCHEMA_FILES] + ["serial.egg"]
 
 
 def test_enumerate_many_workers_load_the_same_rules(mine):
@@ -118,7 +119,7 @@ def test_enumerate_many_workers_load_the_same_rules(mine):
 
 
 def test_difference_names_each_file():
-    from engine.rewrite.sources import difference
+    from engine.rewrite.rule_sources import difference
     a = [{"file": "leir.egg", "sha256": "1"}, {"file": "math.egg", "sha256": "2"}, {"file": "old.egg", "sha256": "3"}]
     b = [{"file": "leir.egg", "sha256": "1"}, {"file": "math.egg", "sha256": "9"}, {"file": "new.egg", "sha256": "4"}]
     assert difference(a, a) is None and difference(a, list(reversed(a))) is None

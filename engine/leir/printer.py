@@ -115,7 +115,7 @@ def with_printed_parens(item, memo: dict | None = None):
     Flags take no part in equality but decide the printed text of a node moved by a rewrite
     into a context that needs no parentheses: a tree a rule built and the same program read
     back from its text print alike only once both carry the flags the text implies
-    (``engine.rewrite.enumerate`` applies this to what it rewrites and what it builds)."""
+    (``engine.rewrite.enumerator`` applies this to what it rewrites and what it builds)."""
     memo = {} if memo is None else memo
     if isinstance(item, Equation):
         lhs, rhs = _layout(item.lhs, 0, memo), _layout(item.rhs, 0, memo)

@@ -1,6 +1,6 @@
 """The code generator: each helper of the compute ruleset compiled to one Python function.
 
-The compute rules of the rule files (rules/leir.egg) are the only definition of a helper; this
+The compute rules of the rule files (rules/leir/helpers.egg) are the only definition of a helper; this
 module turns a helper's rules into a function that matches them inline on interned keys (a few
 microseconds per application). Whatever it cannot state (a pattern on a non-schema
 constructor, an unknown guard or call) is a ``HelperError``: engine.rewrite.compute reports it

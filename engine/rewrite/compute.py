@@ -1,7 +1,7 @@
 """The compute ruleset's helper definitions, evaluated in Python on interned terms.
 
 Rules build their right-hand sides with helper constructors (``SubE``, ``LSet``, ...) that
-the ``compute`` ruleset of rules/leir.egg defines by structural rewrites. Saturating that
+the ``compute`` ruleset of rules/leir/helpers.egg defines by structural rewrites. Saturating that
 ruleset in egglog after every step cost more than everything else in a query (it runs all
 ~160 compute rules for as many iterations as the deepest helper term needs, and leaves every
 intermediate result in the e-graph for the decoder to read). The definitions are a
@@ -24,7 +24,7 @@ from engine.rewrite.codegen import NAME_MAPS, HelperError, Sym, generate
 from engine.rewrite.rulebook import SExpError, load_rulebook, read_sexps
 from engine.rewrite.schema import SIGNATURES, TERM_ARGS, Unsupported
 
-__all__ = ["NAME_MAPS", "ComputeRules", "Evaluator", "HelperRule", "Sym", "Unsupported", "helper_problems"]
+__all__ = ["NAME_MAPS", "ComputeRules", "HelperEvaluator", "HelperRule", "Sym", "Unsupported", "helper_problems"]
 
 
 
@@ -141,7 +141,7 @@ class ComputeRules:
         return self.sorts.get(sort)
 
 
-class Evaluator:
+class HelperEvaluator:
     """Evaluates helper applications for one query (memoised), on the query's interner.
 
     ``lookup(name, args)`` answers a function lookup (an analysis function such as ``VSets``

@@ -1,6 +1,6 @@
 """egglog terms -> LEIR AST: reading a query's results back from the frozen e-graph.
 
-For each e-class the decoder picks the node built from a schema constructor (rules/leir.egg).
+For each e-class the decoder picks the node built from a schema constructor (rules/leir/terms.egg).
 When the compute ruleset was not run, helper applications (``SubE``, ``LSet``, ...) are read
 too and evaluated in Python (engine.rewrite.compute). Every decoded term is interned with the
 encoder's keys (engine.rewrite.terms), so a decoded subterm equal to an input subterm is
@@ -40,8 +40,8 @@ class Decoder:
         names = list(SIGNATURES)
         self.ev = None
         if compute is not None:
-            from engine.rewrite.compute import Evaluator
-            self.ev = Evaluator(compute, interner, self._lookup)
+            from engine.rewrite.compute import HelperEvaluator
+            self.ev = HelperEvaluator(compute, interner, self._lookup)
             for name, (sorts, _) in compute.helpers.items():
                 self.kinds[name] = tuple(compute.kind(s) for s in sorts)
                 names.append(name)

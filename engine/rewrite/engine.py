@@ -15,9 +15,9 @@ from collections import OrderedDict
 from typing import Iterable, Mapping
 
 from engine.leir.diagnostics import LeirError
-from engine.rewrite.enumerate import Enumerator, InvalidNeighbour
+from engine.rewrite.enumerator import Enumerator, InvalidNeighbour
 from engine.rewrite.meta import CATEGORIES
-from engine.rewrite.sources import RuleSources
+from engine.rewrite.rule_sources import RuleSources
 from engine.rewrite.steps import Step, step_from_neighbour
 from engine.rewrite.unknown import UnknownStrategy, did_you_mean
 
@@ -40,7 +40,7 @@ class Engine:
     """Rules loaded once; ``enumerate``, ``apply`` and ``stats`` over any number of programs.
 
     ``rules``: None (the built-in rules), a folder of rule files or a list of them (added to
-    the built-in rules; a folder with its own leir.egg is a complete rules directory that
+    the built-in rules; a folder with its own schema (leir/) is a complete rules directory that
     replaces them), or a ``RuleSources``. ``strategies``: a set name, a strategy name, or a
     list of them (default ``all``); only those strategies are loaded, which makes every query
     cheaper."""

@@ -22,7 +22,7 @@ from engine.rewrite.examples import Example, param_text
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ExampleOutcome:
     """What checking one example gave: ``error`` is None when it passed."""
 
     example: Example
@@ -53,13 +53,13 @@ class ExampleChecker:
     def examples(self) -> list[Example]:
         return [ex for s in self.engine.rulebook.strategies for ex in s.examples]
 
-    def check(self, ex: Example) -> Outcome:
+    def check(self, ex: Example) -> ExampleOutcome:
         t0 = time.perf_counter()
         try:
             err, line = self._check(ex)
         except LeirError as e:                   # the example's text does not parse
-            return Outcome(ex, e.message, e.line or ex.line, e.col or 1, time.perf_counter() - t0)
-        return Outcome(ex, err, line, 1, time.perf_counter() - t0)
+            return ExampleOutcome(ex, e.message, e.line or ex.line, e.col or 1, time.perf_counter() - t0)
+        return ExampleOutcome(ex, err, line, 1, time.perf_counter() - t0)
 
     def _check(self, ex: Example) -> tuple[str | None, int]:
         before = ex.before_program()
@@ -107,7 +107,7 @@ def _not_listed(ex: Example, steps, same) -> str:
             + (f" (first: {shown})" if steps else ""))
 
 
-def format_outcome(o: Outcome) -> str:
+def format_outcome(o: ExampleOutcome) -> str:
     """``file:line:col: error: example ...`` for a failure, a one-line note for a pass."""
     ex = o.example
     if o.ok:

@@ -23,7 +23,7 @@ chain). The loader expands each rule in place (same line) into::
           :ruleset s_<strategy> :name "NAME")
 
 ``(MathSite e s)``: e is a value position of the floating-point equation s whose output may
-be rounded differently (rules/leir.egg); a range-dependent rule uses ``(WideSite e s)``, a
+be rounded differently (rules/leir/values.egg); a range-dependent rule uses ``(WideSite e s)``, a
 MathSite whose arithmetic is f32 / f64. The parameter ``expr`` (the text of e) tells the
 rule's matches in one equation apart; P (default ``(PNil)``) follows it. The names ``e s lhs r init`` are the template's:
 guards may read ``lhs``, LEFT and RIGHT may not use them.

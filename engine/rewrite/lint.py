@@ -174,7 +174,7 @@ class _Forms:
 
 def lint(path=None) -> Report:
     """The report of the rules ``path`` names: None (the built-in rules), a folder, a list of
-    folders or a ``RuleSources`` (engine.rewrite.sources)."""
+    folders or a ``RuleSources`` (engine.rewrite.rule_sources)."""
     return lint_book(load_rulebook(path))
 
 
@@ -250,7 +250,7 @@ def lint_book(book, warnings: bool = True) -> Report:
     # the vocabulary guards may use: their facts are computed only when a loaded rule reads them.
     if warnings:
         used = {h for fs in forms.by_file.values() for fm in fs if fm.head not in DECL_HEADS for h, _ in _calls(fm)}
-        for f in book.files[1:]:
+        for f in book.strategy_files:
             for form in forms.by_file[str(f)]:
                 if form.head == "relation" and len(form.value) > 1 and not form.value[1].is_list:
                     name = form.value[1].value
@@ -262,7 +262,7 @@ def lint_book(book, warnings: bool = True) -> Report:
 def _builtin_names() -> set[str]:
     """The strategies of the built-in rule files (an @inverse may name one that is not loaded)."""
     from engine.rewrite.meta import scan_headers
-    from engine.rewrite.sources import RULES_DIR
+    from engine.rewrite.rule_sources import RULES_DIR
     names = set()
     for f in RULES_DIR.glob("*.egg"):
         try:
@@ -284,15 +284,17 @@ class _Advice:
     package's schema, and may declare relations of its own)."""
 
     def __init__(self, book):
-        self.schema = book.files[0]
-        self.schema_dir = book.files[0].parent
+        self.schema = book.schema_place                 # rules/leir/, or a single leir.egg
+        self.rules_dir = book.files[0].parent.parent if book.schema_count > 1 else book.files[0].parent
 
     def unknown(self, file, name: str, declared) -> str:
         hint = _did_you_mean(name, declared)
-        if Path(file).parent == self.schema_dir:
-            return f"unknown relation or function '{name}'{hint}: declare it in {shown_path(self.schema)}"
+        if Path(file).parent in (self.rules_dir, self.schema):
+            where = f"a relations file of {shown_path(self.schema)}/" if self.schema.is_dir() else shown_path(self.schema)
+            return f"unknown relation or function '{name}'{hint}: declare it in {where}"
         return (f"unknown relation or function '{name}'{hint}: guards may use the relations of the schema "
-                f"({shown_path(self.schema)}) and those your own rule files declare with (relation {name} (...))")
+                f"({shown_path(self.schema)}{'/' if self.schema.is_dir() else ''}) and those your own rule files "
+                f"declare with (relation {name} (...))")
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -309,13 +311,13 @@ def egglog_problems(book, skip: dict | None = None, unreadable=()) -> list[tuple
     one's own costs its own forms."""
     from egglog.bindings import EGraph, Pop, Push
 
-    from engine.rewrite.sources import RULES_DIR, digest
+    from engine.rewrite.rule_sources import RULES_DIR, SCHEMA_DIR, digest
     from engine.rewrite.terms import SP
     skip = skip or {}
     chunks = _egglog_chunks(book)
     builtin = RULES_DIR.resolve()
     n = 0
-    while n < len(chunks) and chunks[n][2] is not None and Path(chunks[n][2]).resolve().parent == builtin:
+    while n < len(chunks) and chunks[n][2] is not None and Path(chunks[n][2]).resolve().parent in (builtin, builtin / SCHEMA_DIR):
         n += 1
     key = tuple((f, digest(t)) for f, t, _ in chunks[:n])
     base = _BASES.get(key)
@@ -343,10 +345,9 @@ def _egglog_chunks(book) -> list[tuple[str, str, str | None]]:
     ``Rulebook.programs`` does); the combined ``step`` ruleset."""
     from engine.rewrite.rulebook import ruleset_edits
     from engine.rewrite.sexp import edit_text
-    schema = book.files[0]
-    out = [(str(schema), book.texts[str(schema)], str(schema))]
+    out = [(str(f), book.texts[str(f)], str(f)) for f in book.schema_files]
     declared: set[str] = set()
-    for f in book.files[1:]:
+    for f in book.strategy_files:
         blocks = [s for s in book.strategies if s.file == str(f)]
         lines: list[str] = []
         for s in blocks:                  # each on its @strategy line; a name met before: once

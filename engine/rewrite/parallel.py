@@ -1,6 +1,6 @@
 """``Engine.enumerate_many`` over worker processes: each worker (``python -m
-engine.rewrite.worker``) loads the rules once and lists the steps of the programs it is sent;
-the steps come back as their JSON records and build their program on first use."""
+engine.rewrite.enumerate_worker``) loads the rules once and lists the steps of the programs it
+is sent; the steps come back as their JSON records and build their program on first use."""
 from __future__ import annotations
 
 import json
@@ -20,7 +20,7 @@ def enumerate_in_processes(engine, programs: list, workers: int, strategies=None
     def one(p):
         w = getattr(local, "worker", None)
         if w is None:
-            w = local.worker = WorkerProcess("engine.rewrite.worker", (config,))
+            w = local.worker = WorkerProcess("engine.rewrite.enumerate_worker", (config,))
             procs.append(w)
         try:
             status, payload = w.call((p.to_json(), strategies))

@@ -1,4 +1,4 @@
-"""Loads the rule files: the schema (rules/leir.egg) and one block per strategy.
+"""Loads the rule files: the schema (the folder rules/leir/) and one block per strategy.
 
 A strategy block starts with a metadata header of comment directives and holds the
 strategy's rules, up to the next header or the end of the file::
@@ -24,7 +24,7 @@ rulebook, and an engine refuses to load it.
 
 ``@range WHY``: some rules of the strategy are sound only while the values stay within a range that a 16-bit float (f16, bf16) leaves in ordinary use, and those rules are
 guarded to f32 / f64 arithmetic (``WideSite``, ``WideFloat`` or ``PartialsOK`` of
-rules/leir.egg, the ``RANGE_RELATIONS``). WHY says what can overflow or underflow. A rule is
+rules/leir/values.egg, the ``RANGE_RELATIONS``). WHY says what can overflow or underflow. A rule is
 range-dependent when its result can become inf, NaN or 0 where the original stays finite,
 because it forms an exponential, product or quotient that the original does not and whose
 magnitude exceeds the original's values by a factor that is itself a data value (exp(a) for
@@ -39,7 +39,7 @@ Value rewrites are declared as identities (engine.rewrite.identities), expanded 
 in place; their LEFT and RIGHT are LEIR expressions, and inside any rule ``(leir "TEXT" (NAME
 TERM) ...)`` is such a term (engine.rewrite.leirterms translates both into the schema's
 terms). Adding a strategy is adding a block: no Python change. Which files are loaded:
-engine.rewrite.sources.
+engine.rewrite.rule_sources.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ from engine.rewrite.identities import (IDENTITY, IDENTITY_OPTIONS, TEMPLATE_NAME
 from engine.rewrite.meta import (EXACTNESS, OPTIONAL, REQUIRED, StrategyMeta, read_meta,  # noqa: F401
                                  scan_headers)
 from engine.rewrite.sexp import SExp, SExpError, edit_text, keyword, read_sexps, sexp_text  # noqa: F401
-from engine.rewrite.sources import RULES_DIR, SCHEMA_FILE, RuleSources, manifest  # noqa: F401
+from engine.rewrite.rule_sources import RULES_DIR, RuleSources, manifest  # noqa: F401
 from engine.rewrite.cot_template import check_templates, parse_template
 from engine.rewrite.leirterms import MACRO, expand_macros
 
@@ -216,10 +216,28 @@ class Rulebook:
     identities: dict[str, list[Identity]] = field(default_factory=dict)   # file -> its identity forms
     expanded: dict[str, str] = field(default_factory=dict)   # file -> text with identities expanded into rules
     sources: RuleSources = field(default_factory=RuleSources)
+    schema_count: int = 1               # files[:schema_count] are the schema's, in load order
     _forms: dict[str, list[SExp]] = field(default_factory=dict, repr=False, compare=False)
 
+    @property
+    def schema_files(self) -> list[Path]:
+        return self.files[:self.schema_count]
+
+    @property
+    def strategy_files(self) -> list[Path]:
+        return self.files[self.schema_count:]
+
+    @property
+    def schema_place(self) -> Path:
+        """Where the schema is, for a message: its folder (rules/leir/), or its one file."""
+        return self.files[0].parent if self.schema_count > 1 else self.files[0]
+
+    def schema_forms(self) -> list[SExp]:
+        """The top-level forms of every schema file, in load order."""
+        return [f for s in self.schema_files for f in self.forms(s)]
+
     def manifest(self) -> list[dict]:
-        """The rule files as a result records them: name and sha256 of each (sources.manifest)."""
+        """The rule files as a result records them: name and sha256 of each (rule_sources.manifest)."""
         return manifest(self.files, self.texts)
 
     def text(self, f) -> str:
@@ -247,16 +265,18 @@ class Rulebook:
         """(filename, egglog text) chunks to run in order on a fresh e-graph.
 
         ``without_ruleset`` (a name or a collection of names): the rules of those rulesets are
-        blanked out (engine.enumerate evaluates the ``compute`` helpers in Python and may load
+        blanked out (the Enumerator evaluates the ``compute`` helpers in Python and may load
         only some strategies; fewer rules make every push/pop of a query cheaper). The
         rulesets themselves stay declared.
         """
         drop = {without_ruleset} if isinstance(without_ruleset, str) else set(without_ruleset or ())
-        schema = self.texts[str(self.files[0])]
-        out = [(str(self.files[0]), edit_text(schema, ruleset_edits(schema, self.forms(self.files[0]), (), drop)))]
+        out = []
+        for f in self.schema_files:
+            schema = self.texts[str(f)]
+            out.append((str(f), edit_text(schema, ruleset_edits(schema, self.forms(f), (), drop))))
         decl = "".join(f"(ruleset {s.ruleset})\n" for s in self.strategies)
         out.append(("<rulesets>", decl))
-        for f in self.files[1:]:
+        for f in self.strategy_files:
             blocks = [s for s in self.strategies if s.file == str(f)]
             text = self.text(f)
             out.append((str(f), edit_text(text, ruleset_edits(text, self.forms(f), blocks, drop))))
@@ -270,7 +290,7 @@ class Rulebook:
 
 def rule_files(path=None) -> list[Path]:
     """The files ``path`` (None, a folder, a list of folders or a RuleSources) loads: the
-    schema first, then the strategy files (engine.rewrite.sources)."""
+    schema first, then the strategy files (engine.rewrite.rule_sources)."""
     return RuleSources.of(path).files()
 
 
@@ -278,7 +298,8 @@ def load_rulebook(path=None) -> Rulebook:
     """The rulebook of the built-in rules (None), a rules folder, a list of folders (added to
     the built-in rules) or a ``RuleSources``."""
     sources = RuleSources.of(path)
-    files = sources.files()
+    schema, strategy_files = sources.split_files()
+    files = schema + strategy_files
     texts: dict[str, str] = {}
     strategies: list[Strategy] = []
     problems: list[Problem] = []
@@ -297,7 +318,7 @@ def load_rulebook(path=None) -> Rulebook:
         texts[str(f)] = text
         try:
             source = text
-            if "(" + MACRO in text and f != files[0]:
+            if "(" + MACRO in text and f not in schema:
                 source, probs = expand_macros(text, read_sexps(text))
                 problems.extend(Problem(str(f), line, msg, col) for line, col, msg in probs)
             forms = read_sexps(source)
@@ -305,7 +326,7 @@ def load_rulebook(path=None) -> Rulebook:
         except SExpError as e:
             problems.append(Problem(str(f), e.line, str(e), e.col))
             continue
-        if f == files[0] and (blocks or idents):
+        if f in schema and (blocks or idents):
             line = blocks[0].line if blocks else idents[0].form.line
             problems.append(Problem(str(f), line, "strategy blocks and identities belong in the strategy files, "
                                     "not the schema"))
@@ -325,7 +346,7 @@ def load_rulebook(path=None) -> Rulebook:
             expanded[str(f)] = expand_identities(source, idents)
         else:
             parsed[str(f)] = forms
-    book = Rulebook(files, texts, strategies, problems, identities, expanded, sources, parsed)
+    book = Rulebook(files, texts, strategies, problems, identities, expanded, sources, len(schema), parsed)
     forms_of: dict[str, list[SExp]] = {}
     for f in files:
         try:

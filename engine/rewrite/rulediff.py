@@ -3,7 +3,8 @@
 A rule file may be rewritten without changing what it means to egglog (constructor terms
 into LEIR identities or ``(leir ...)`` macros, reformatting, comments): the loaded programs
 are then equal form for form once each form is put on one line. This prints every form that
-differs, keyed by file and rule name, and exits 1 when one does::
+differs, keyed by file and rule name (the schema's forms by ``leir/``, whether it is one file or
+the folder it was split into), and exits 1 when one does::
 
     python -m engine.rewrite.rulediff OLD_RULES_DIR NEW_RULES_DIR
 """
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from engine.rewrite.rulebook import keyword, load_rulebook, read_sexps, sexp_text
+from engine.rewrite.rule_sources import SCHEMA_DIR, schema_files
 
 
 def loaded_forms(rules_dir) -> dict[tuple[str, str], str]:
@@ -24,11 +26,13 @@ def loaded_forms(rules_dir) -> dict[tuple[str, str], str]:
         p = book.problems[0]
         raise ValueError(f"{p[0]}:{p[1]}:{getattr(p, 'col', 1)}: error: {p[2]}")
     out: dict[tuple[str, str], str] = {}
+    schema = {str(f) for f in book.schema_files}
     for filename, text in book.programs():
+        shown = SCHEMA_DIR + "/" if filename in schema else Path(filename).name
         for form in read_sexps(text):
-            name = keyword(form, ":name")
+            name = keyword(form, ":name") if form.is_list else None
             one = sexp_text(form)
-            out[(Path(filename).name, name.value.strip('"') if name is not None else one)] = one
+            out[(shown, name.value.strip('"') if name is not None else one)] = one
     return out
 
 
@@ -44,8 +48,13 @@ def main(argv=None) -> int:
     ap.add_argument("new", help="another rules directory")
     args = ap.parse_args(argv)
     for d in (args.old, args.new):
-        if not (Path(d) / "leir.egg").is_file():
-            print(f"{d}: error: not a rules directory (no leir.egg)", file=sys.stderr)
+        try:
+            complete = Path(d).is_dir() and schema_files(Path(d)) is not None
+        except Exception as e:                   # a LeirError: a schema folder that lacks a file
+            print(f"{d}: error: {getattr(e, 'message', e)}", file=sys.stderr)
+            return 2
+        if not complete:
+            print(f"{d}: error: not a rules directory (no schema: {SCHEMA_DIR}/ or leir.egg)", file=sys.stderr)
             return 2
     try:
         changes = diff(args.old, args.new)

@@ -1,10 +1,11 @@
 """The term schema, read from the one place it is written: the ``datatype`` declarations of
-rules/leir.egg. ``engine.rewrite.terms`` encodes the AST with these constructors and
+rules/leir/terms.egg. ``engine.rewrite.terms`` encodes the AST with these constructors and
 tests/test_schema.py checks that every AST node class maps onto them and back.
 """
 from __future__ import annotations
 
-from engine.rewrite.rulebook import RULES_DIR, SCHEMA_FILE, read_sexps
+from engine.rewrite.rulebook import RULES_DIR, read_sexps
+from engine.rewrite.rule_sources import SCHEMA_DIR, SCHEMA_FILES
 
 _PRIMITIVE = {"String": "S", "i64": "I"}
 
@@ -31,7 +32,8 @@ def read_signatures(text: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     return out
 
 
-SIGNATURES = read_signatures((RULES_DIR / SCHEMA_FILE).read_text())
+TERMS_FILE = RULES_DIR / SCHEMA_DIR / SCHEMA_FILES[0]
+SIGNATURES = read_signatures(TERMS_FILE.read_text())
 
 # constructor -> positions (1-based, after the name) of its term arguments
 TERM_ARGS = {name: tuple(i + 1 for i, k in enumerate(kinds) if k not in ("S", "I"))

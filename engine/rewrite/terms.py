@@ -1,4 +1,4 @@
-"""LEIR AST -> egglog terms of the schema in rules/leir.egg (decoding: engine.rewrite.decode).
+"""LEIR AST -> egglog terms of the schema in rules/leir/terms.egg (decoding: engine.rewrite.decode).
 
 Encoding builds ``egglog.bindings`` call objects (never text: text insertion is quadratic,
 stack.md 2.7) and hash-conses on the Python side, so every distinct subterm gets one
@@ -219,7 +219,7 @@ def encode(body, interner: Interner, root_name: str = "$prog", prefix: str = "$"
     """Actions inserting ``body`` (a tuple of Nest) as ``root_name``, with its key maps.
 
     Nest items are bound to ``prefix + "iK"``: ``$`` for globals; a plain prefix when the
-    actions are run as the actions of one rule (engine.enumerate inserts a query
+    actions are run as the actions of one rule (engine.rewrite.enumerator inserts a query
     that way: one rule with hundreds of actions is much cheaper than as many commands)."""
     enc = Encoder(interner, prefix)
     root = enc.items(body, ())

@@ -10,7 +10,7 @@ sha256), so the many engines of a test run or a worker pay for it once.
 from __future__ import annotations
 
 from engine.leir.diagnostics import LeirError, shown_path
-from engine.rewrite.sources import digest
+from engine.rewrite.rule_sources import digest
 
 _CHECKED: dict[tuple, list[tuple[str, int, int, str]]] = {}
 

@@ -1,4 +1,4 @@
-"""Python facts for the graph-level strategies (rules/graph.egg), declared in rules/leir.egg.
+"""Python facts for the graph-level strategies (rules/graph.egg), declared in rules/leir/sets.egg.
 
 They need whole-program def-use or "for every shared tensor" reasoning that egglog queries
 cannot state: whether two bodies may be separated or interleaved (fusion / fission), whether a

@@ -11,8 +11,8 @@ from engine.rewrite.analyses.values import FLOAT_DTYPES
 
 
 # ------------------------------------------------------------------ memory and dce
-# Facts for rules/memory.egg and rules/dce.egg (declared in the memory section of
-# rules/leir.egg): liveness, scopes and ranks of tensors, and the S18 scope legality.
+# Facts for rules/memory.egg and rules/dce.egg (declared in rules/leir/values.egg and
+# indices.egg): liveness, scopes and ranks of tensors, and the S18 scope legality.
 
 
 def _refs4a(item):

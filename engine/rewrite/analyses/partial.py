@@ -7,7 +7,7 @@ from engine.rewrite.analyses.common import (all_vars, reduce_op)
 
 
 # ------------------------------------------------------------------ S35: partially_equivalent_then_correct
-# Fact for rules/partial.egg (declared in the "S35" section of rules/leir.egg).
+# Fact for rules/partial.egg (declared in rules/leir/padding.egg).
 
 
 def _conjuncts(e) -> list:
@@ -104,7 +104,7 @@ def _slide(nest: Nest, h: str, p: int):
 
 def partial_facts(program, enc, found) -> None:
     """(PadConv s0 s1 v c lo n cut) for adjacent top-level s0 (padding along v) and s1 (sliding
-    window along c over s0's output): see the S35 section of rules/leir.egg."""
+    window along c over s0's output): see rules/leir/padding.egg."""
     body, pair = program.body, found.pairs
     keys = [enc.path_key[(i,)] for i in range(len(body))]
     for i in range(len(body) - 1):

@@ -1,10 +1,10 @@
 """Python-computed analysis relations, inserted as egglog facts per query: the registry of the
 analyses (``ANALYSES``), each in one shape: the relations it provides and its facts of a program.
 
-The relations are declared (with their precondition number) in rules/leir.egg. They are
-computed here rather than in egglog because they need negation ("no other equation reads
-X"), affine index reasoning or whole-program def-use, which are a few lines of exact Python
-and cost microseconds, while egglog queries cannot negate.
+The relations are declared (with their precondition number) in the relations files of
+rules/leir/. They are computed here rather than in egglog because they need negation ("no
+other equation reads X"), affine index reasoning or whole-program def-use, which are a few
+lines of exact Python and cost microseconds, while egglog queries cannot negate.
 
 Facts about a Nest are keyed by its e-class. Hash-consing gives identical nests one e-class,
 so a fact is inserted only when it holds at EVERY position where that nest occurs: a step

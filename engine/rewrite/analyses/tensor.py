@@ -1,5 +1,5 @@
 """Python facts for tensor_split_to_decouple_operators (S6) and tensor_concat_to_fuse_operators
-(S5) in rules/graph.egg, declared in the "S5/S6" section of rules/leir.egg.
+(S5) in rules/graph.egg, declared in rules/leir/slices.egg.
 
 Both strategies copy tensor reads into slice buffers outside the guard that protected them,
 so they need bounds reasoning on each moved read (intervals over the whole loop box), a

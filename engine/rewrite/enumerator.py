@@ -76,7 +76,7 @@ class Enumerator:
         self.session = Session(self.book, self.loaded, self.order, not python_compute, self.compute.mentioned,
                                stratified)
         self.facts = FactInserter(self.session.declared, self.session.queried, self.session.static,
-                                  self.book.files[0], value_tables(self.book.forms(self.book.files[0])))
+                                  self.book.schema_place, value_tables(self.book.schema_forms()))
         self.splicer = Splicer(self.owner, self.order)
         self.compute_fallbacks = 0           # queries whose helpers needed egglog's compute ruleset
         self.python_compute = python_compute  # False: every query saturates compute in egglog
