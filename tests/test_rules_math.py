@@ -259,13 +259,20 @@ def _small_softmax():
                 {"A": [4, 16]}, {"C": [4, 16]})
 
 
-def _sample(engine, slow: bool):
+def _sample(engine, per_rule: int | None):
+    """Neighbours of the small softmax and the sympy cases by every algebraic and split strategy:
+    all of them (``per_rule`` None), or the first ``per_rule`` of every rule (each rule checked)."""
     progs = [_small_softmax()] + [prog(eq(b), *IO) for _, b, _ in CASES]
     pool = []
     for p in progs:
         for s in ALGEBRAIC + SPLITS:
             pool += [(p, n) for n in neighbours(engine, p, s)]
-    return pool if slow else pool[::max(1, len(pool) // 40)]
+    if per_rule is None:
+        return pool
+    by_rule: dict = {}
+    for p, n in pool:
+        by_rule.setdefault(n.provenances[0].rule, []).append((p, n))
+    return [pn for rule in sorted(by_rule) for pn in by_rule[rule][:per_rule]]
 
 
 def _check(pairs):
@@ -275,13 +282,18 @@ def _check(pairs):
         assert r.equal, (n.provenances[0].rule, n.leir, r)
 
 
-def test_sample_verifies_equal(engine):
-    _check(_sample(engine, slow=False))
+@pytest.mark.parametrize("per_rule", [1, pytest.param(3, marks=pytest.mark.long)])
+def test_sample_verifies_equal(engine, per_rule):
+    """Every rule of every algebraic and split strategy: ``per_rule`` of its neighbours verify Equal
+    (1 by default, 3 in the long run, all of them: slow)."""
+    pairs = _sample(engine, per_rule)
+    assert {n.provenances[0].strategy for _, n in pairs} == set(ALGEBRAIC + SPLITS)
+    _check(pairs)
 
 
 @pytest.mark.slow
 def test_full_sample_verifies_equal(engine):
-    _check(_sample(engine, slow=True))
+    _check(_sample(engine, None))
 
 
 # ------------------------------------------------------------------ exact uses (KNOWN_RULE_BUGS regression)

@@ -1,6 +1,7 @@
-"""``python -m search.batch``: 2 tiny programs x 2 policies (random, measure) x 2 seeds at a tiny
-budget, locally; a rerun skips finished runs and continues an interrupted one from its
-trajectory; ``search.report`` prints the paper's Table 3 columns; user errors exit 2."""
+"""``python -m search.batch``: 2 tiny programs x 2 policies (random, measure) at a tiny budget,
+locally; a rerun skips finished runs and continues an interrupted one from its trajectory;
+``search.report`` prints the paper's Table 3 columns; the plan of a larger batch (programs x
+algorithms x policies x seeds) and its file names; user errors exit 2."""
 import json
 import os
 import subprocess
@@ -29,15 +30,33 @@ def programs(tmp_path) -> Path:
     return path
 
 
+def test_batch_plans_every_program_algorithm_policy_and_seed(tmp_path):
+    """The cross product in order, each run's file named by program, algorithm, policy and seed (the
+    runs themselves: the next test, at one seed)."""
+    from search import batch
+    progs = programs(tmp_path)
+    a = batch.parser().parse_args([str(progs), "-o", str(tmp_path / "runs"), "--algorithms", "greedy,mcts",
+                                   "--policies", "random,measure", "--seeds", "0,1", "--budget", "2"])
+    runs = batch.plan(a)
+    assert [r["id"] for r in runs] == [f"{prog}/{alg}.{pol}.s{seed}" for prog in ("tiny_softmax", "tiny_scale")
+                                       for alg in ("greedy", "mcts") for pol in ("random", "measure")
+                                       for seed in (0, 1)]
+    for r in runs:
+        assert r["path"] == tmp_path / "runs" / "runs" / f"{r['id']}.json"
+        assert r["program"]["name"] == r["id"].split("/")[0]
+        o = r["options"]
+        assert f"{o['algorithm']}.{o['policy']}.s{o['seed']}" == r["id"].split("/")[1] and o["budget"] == 2
+
+
 def test_batch_runs_resumes_and_reports(tmp_path):
     progs, out = programs(tmp_path), tmp_path / "runs"
-    r = _cli("-m", "search.batch", progs, "-o", out, "--policies", "random,measure", "--seeds", "0,1",
+    r = _cli("-m", "search.batch", progs, "-o", out, "--policies", "random,measure", "--seeds", "1",
              "--budget", "2", "--workers", "2", *FAST)
     assert r.returncode == 0, r.stderr
-    assert "8 runs: 0 done, 0 to resume, 8 to start" in r.stderr
+    assert "4 runs: 0 done, 0 to resume, 4 to start" in r.stderr
     files = sorted(p.relative_to(out / "runs").as_posix() for p in (out / "runs").rglob("*.json"))
-    assert files == [f"{prog}/greedy.{pol}.s{seed}.json" for prog in ("tiny_scale", "tiny_softmax")
-                     for pol in ("measure", "random") for seed in (0, 1)]
+    assert files == [f"{prog}/greedy.{pol}.s1.json" for prog in ("tiny_scale", "tiny_softmax")
+                     for pol in ("measure", "random")]
     recs = {f: json.loads((out / "runs" / f).read_text()) for f in files}
     for f, rec in recs.items():
         assert rec["complete"] and rec["summary"]["samples"] <= 2
@@ -46,30 +65,31 @@ def test_batch_runs_resumes_and_reports(tmp_path):
     assert all(run["status"] == "done" for run in json.loads((out / "batch.json").read_text())["runs"])
 
     # interrupt one run after its first sample (what a kill leaves: an incomplete trajectory),
-    # remove another; the rerun keeps the 6 others untouched
+    # remove another; the rerun keeps the 2 others untouched
     part = out / "runs" / "tiny_softmax" / "greedy.measure.s1.json"
     rec = json.loads(part.read_text())
     first = rec["samples"][0]
     rec.update(complete=False, best={}, samples=rec["samples"][:1])
     part.write_text(json.dumps(rec))
-    (out / "runs" / "tiny_scale" / "greedy.random.s0.json").unlink()
+    (out / "runs" / "tiny_scale" / "greedy.random.s1.json").unlink()
     kept = {f: (out / "runs" / f).read_bytes() for f in files if "softmax/greedy.measure.s1" not in f
-            and "scale/greedy.random.s0" not in f}
-    r = _cli("-m", "search.batch", progs, "-o", out, "--policies", "random,measure", "--seeds", "0,1",
+            and "scale/greedy.random.s1" not in f}
+    assert len(kept) == 2
+    r = _cli("-m", "search.batch", progs, "-o", out, "--policies", "random,measure", "--seeds", "1",
              "--budget", "2", *FAST)
     assert r.returncode == 0, r.stderr
-    assert "8 runs: 6 done, 1 to resume, 1 to start" in r.stderr
+    assert "4 runs: 2 done, 1 to resume, 1 to start" in r.stderr
     assert all((out / "runs" / f).read_bytes() == b for f, b in kept.items())
     resumed = json.loads(part.read_text())
     assert resumed["complete"] and resumed["original"] == rec["original"]
     assert resumed["samples"][0]["outcome"] == first["outcome"]          # reused, not measured again
-    assert (out / "runs" / "tiny_scale" / "greedy.random.s0.json").exists()
+    assert (out / "runs" / "tiny_scale" / "greedy.random.s1.json").exists()
 
     r = _cli("-m", "search.report", out, "--paper")
     assert r.returncode == 0, r.stderr
     assert "| algorithm | policy | runs | avg #samples | max #samples | avg speedup | median speedup | max speedup " \
            "| search efficiency |" in r.stdout
-    assert "| greedy | measure | 4 |" in r.stdout and "| greedy | random | 4 |" in r.stdout
+    assert "| greedy | measure | 2 |" in r.stdout and "| greedy | random | 2 |" in r.stdout
     assert "avg #strategies" in r.stdout and "| MCTS | 17.41 | 21 |" in r.stdout
     full = _cli("-m", "search.report", out, "--full")
     assert "eff_ratio_of_avgs" in full.stdout

@@ -73,13 +73,13 @@ def test_measure_reports_median_and_spread(verifier):
 
 
 def test_a_hang_becomes_a_timeout_verdict_soon_after_the_deadline():
-    with Verifier(timeout=5) as v:
+    with Verifier(timeout=2) as v:
         v.verify(small(), small())                     # the worker is up: start-up is not part of a timeout
         t0 = time.perf_counter()
         verdict = v.verify(slow(), slow("d,c"))
         took = time.perf_counter() - t0
         assert (verdict.equal, verdict.reason) == (False, "timeout")
-        assert 5 <= took < 15, took
+        assert 2 <= took < 12, took
         assert v.verify(small(), small()).equal        # a fresh worker takes over
         m = v.measure(slow())
         assert (m.ok, m.reason) == (False, "timeout")
