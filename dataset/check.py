@@ -263,7 +263,7 @@ class RowChecker:
 
 
 def check_chat(data: dict, rows: list[dict], options: dict, report: Report) -> None:
-    from . import prompts
+    from .text import row_format
     from .assemble import chat_multi, chat_single
     from .filtering import MEDIUM_CAP, keep_single
     from .mix import one_per_strategy
@@ -302,7 +302,7 @@ def check_chat(data: dict, rows: list[dict], options: dict, report: Report) -> N
     for no, c in enumerate(data.get("multi.jsonl", []), 1):
         where = f"multi.jsonl:{no}"
         user, answer = c["messages"][0]["content"], c["messages"][1]["content"]
-        parts = prompts.split_answer(answer)
+        parts = row_format.split_answer(answer)
         if parts is None:
             report.add(where, "assistant content is not <think>...</think><answer>...</answer>")
             continue
@@ -356,13 +356,13 @@ def _one(strategies):
 
 
 def _program_of_prompt(user: str, rows_by_program: dict):
-    from . import prompts
+    from .text import row_format
     for key in rows_by_program:
         prog = json.loads(key)
-        head = prompts.prefix(prog)
+        head = row_format.prefix(prog)
         if user.startswith(head):
-            k = prompts.AT_LEAST.search(user[len(head):])
-            if k and user in (prompts.multi_prompt(prog, int(k[1]), True), prompts.multi_prompt(prog, int(k[1]), False)):
+            k = row_format.AT_LEAST.search(user[len(head):])
+            if k and user in (row_format.multi_prompt(prog, int(k[1]), True), row_format.multi_prompt(prog, int(k[1]), False)):
                 return key
     return None
 
@@ -394,11 +394,11 @@ def check_mix(data: dict, options: dict, report: Report) -> None:
 
 
 def _check_single_text(where: str, c: dict, r: dict, report: Report) -> None:
-    from . import prompts
+    from .text import row_format
     user, answer = c["messages"][0]["content"], c["messages"][1]["content"]
-    if user != prompts.single_prompt(r["program"], prompts.verified_exactly(r)):
+    if user != row_format.single_prompt(r["program"], row_format.verified_exactly(r)):
         report.add(where, "the prompt is not the single-answer prompt for this program and its exactness")
-    parts = prompts.split_answer(answer)
+    parts = row_format.split_answer(answer)
     if parts is None:
         return report.add(where, "assistant content is not <think>...</think><answer>...</answer>")
     if parts[0] != r["cot"]:

@@ -182,7 +182,7 @@ def timing_options(args):
 
 
 def menu_options(args):
-    """False without --menu, else the question's size options (``dataset.menu.search_options``
+    """False without --menu, else the question's size options (``dataset.text.menu.search_options``
     asks it with them, as ``python -m search --menu-size N --prompt-tokens T`` does)."""
     given = [n for n, v in (("--menu-size", args.menu_size), ("--prompt-tokens", args.prompt_tokens)) if v is not None]
     if not args.menu:

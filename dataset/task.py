@@ -23,8 +23,8 @@ from engine.leir.diagnostics import LeirError
 from engine.plumbing.records import json_nulls
 from engine.rewrite.sampling import shuffled_groups, take_turns
 
-from . import cot
-from .benefit import measured_sentence
+from .text import cot
+from .text.benefit import measured_sentence
 from .difficulty import difficulty
 from .noop import noop_on_target
 from .shrink import (
@@ -291,9 +291,9 @@ class Runner:
             row["cot"] += measured_sentence(rec)      # "" when the measurement failed
 
     def _menu(self, st: State, out: dict, pairs: list, first_failure: int) -> None:
-        """The menu row of a state (``dataset.menu``), when an entry is measured faster; the
+        """The menu row of a state (``dataset.text.menu``), when an entry is measured faster; the
         entries this state's sample already verified and timed are not verified or timed again."""
-        from .menu import menu_state
+        from .text.menu import menu_state
         verified = {r["step"]["key"]: True for r, _ in pairs}
         verified.update({f["step"]["key"]: False for f in out["failures"][first_failure:] if f["stage"] == "verify"})
         timed = {r["step"]["key"]: r["timing"] for r, _ in pairs}       # measured against this state

@@ -39,7 +39,7 @@ def steps():
 
 def make_dataset(folder: Path, steps, single_names, menu_names) -> Path:
     """rows.jsonl + train/ and test/ single.jsonl (the generator's formats) and menu.jsonl (docs/dataset.md)."""
-    from dataset import prompts
+    from dataset.text import row_format
     folder.mkdir(parents=True, exist_ok=True)
     base = tiny_program()
     order = ["loop_split", "loop_reorder", "cache_read_write"]
@@ -51,9 +51,9 @@ def make_dataset(folder: Path, steps, single_names, menu_names) -> Path:
         rows.append({"id": rid, "program": prog, "transformed": st.leir,
                      "step": {"strategy": st.strategy, "category": st.category},
                      "difficulty": {"bucket": "medium" if st.strategy == "loop_reorder" else "difficult"}})
-        chats.append({"id": rid, "messages": prompts.messages(prompts.single_prompt(prog), "<answer/>"),
+        chats.append({"id": rid, "messages": row_format.messages(row_format.single_prompt(prog), "<answer/>"),
                       "split": "test" if i < len(single_names) else "train"})
-    chats.append({"id": "train0", "messages": prompts.messages("Give the following IR of train0: ...", "x"),
+    chats.append({"id": "train0", "messages": row_format.messages("Give the following IR of train0: ...", "x"),
                   "split": "train"})
     rows.append(dict(rows[0], id="train0"))
     shown = [steps[s] for s in order] + [steps["loop_split"]]

@@ -41,7 +41,7 @@ def files(tmp_path_factory):
     dataset.generate writes them. The stored rows predate timing verdicts: each gets the verdict
     its speedup would have with a 5% noise floor; the menu row is a real one of `--time --menu`."""
     from dataset.assemble import chat_multi, chat_single
-    from dataset.menu import menu_row_pairs, single_row_pairs
+    from dataset.text.menu import menu_row_pairs, single_row_pairs
     rows = [json.loads(line) for line in ROWS.read_text().splitlines()]
     for r in rows:
         sp = r["timing"]["speedup"]

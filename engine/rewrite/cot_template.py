@@ -8,7 +8,7 @@ template of the block with its slots filled (dataset.md, "The chain-of-thought")
 
 Slots:
 
-* ``{FACT}``: a fact of the step that ``dataset.cot`` computes for any step, from the two
+* ``{FACT}``: a fact of the step that ``dataset.text.cot`` computes for any step, from the two
   programs and the site (``FACTS`` below: statements, loops, tensors, extents), written in the
   fact's own format;
 * ``{param.KEY}``: the rule's own parameter KEY (``Step.params``), written as `` `text` ``;
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from engine.rewrite.sexp import keyword, walk
 
-# fact -> (format, what it is); dataset.cot computes each, dataset.claims re-derives each
+# fact -> (format, what it is); dataset.text.cot computes each, dataset.claims re-derives each
 FACTS: dict[str, tuple[str, str]] = {
     # statements (top level, in program order)
     "removed": ("texts", "the statements the step removes"),

@@ -575,7 +575,7 @@ def instance_part(strategy, before, after, step, facts: Facts | None = None) -> 
 
 def render(strategy, before, after, step) -> str:
     """The full trace of one step: the block's description sentence, the instance part, then what
-    the step can improve here (one sentence per ``@benefit``, ``dataset.benefit``)."""
+    the step can improve here (one sentence per ``@benefit``, ``dataset.text.benefit``)."""
     from .benefit import benefit_sentences
     facts = Facts(strategy.name, before, after, step.site)
     return (description_sentence(strategy.name, strategy.meta["description"]) + INSTANCE_OPENING

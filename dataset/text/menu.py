@@ -5,8 +5,8 @@ For a state (a program reached from a source by verified steps), ``menu_state`` 
 ``search.space.Space.menu``: the same entries, numbers and words), verifies every entry shown,
 times each one that passes against the state program (``lowering.measure.Measurer``: interleaved
 rounds, an interval and a verdict per entry; an entry the state's rows timed is not timed again) and renders each entry's reason: the rule block's
-description, what the step changes in this program (``dataset.cot``), what it can improve here
-(``dataset.benefit``) and its measured effect.
+description, what the step changes in this program (``dataset.text.cot``), what it can improve here
+(``dataset.text.benefit``) and its measured effect.
 
 The answer is the shown entry with the highest measured speedup among those whose verdict is
 ``faster`` (``menu_answer``); a state where no entry is faster gives no menu row: a tie or a slowdown
