@@ -1,6 +1,6 @@
 """``python -m dataset.check OUT``: re-derive a generated dataset and report every disagreement.
 
-* every file against its schema (``dataset.schema``), the dataset card's configs against the
+* every file against its schema (``dataset.assembly.file_schema``), the dataset card's configs against the
   Parquet copies, and the Parquet copies against the JSON-lines files, row for row; each config
   loaded with ``datasets`` (when installed);
 * every row: its id, its difficulty from the rule block, its transformed program replayed
@@ -65,7 +65,7 @@ def _lines(path: Path, report: Report) -> list[dict]:
 def _read(out: Path, name: str, report: Report) -> list[dict]:
     """The records of one output file; a training file's split files joined (train, then test),
     each record's ``split`` checked against its folder."""
-    from .schema import SPLIT_FILES, SPLITS, file_path
+    from .assembly.file_schema import SPLIT_FILES, SPLITS, file_path
     if name not in SPLIT_FILES:
         return _lines(out / name, report)
     recs = []
@@ -80,7 +80,7 @@ def _read(out: Path, name: str, report: Report) -> list[dict]:
 
 
 def check_schemas(out: Path, data: dict, report: Report) -> None:
-    from .schema import FILES, STATS, validator
+    from .assembly.file_schema import FILES, STATS, validator
     for name, schema in FILES.items():
         v = validator(schema)
         for no, rec in enumerate(data.get(name, []), 1):
@@ -101,7 +101,7 @@ def check_card_and_parquet(out: Path, data: dict, report: Report) -> None:
     import pyarrow.parquet as pq
     import yaml
 
-    from .schema import CONFIGS, FILES, to_arrow
+    from .assembly.file_schema import CONFIGS, FILES, to_arrow
     card = out / "README.md"
     if not card.exists():
         return report.add("README.md", "missing dataset card")
@@ -159,7 +159,7 @@ def check_datasets_load(out: Path, data: dict, report: Report) -> None:
         return
     import tempfile
 
-    from .schema import CONFIGS
+    from .assembly.file_schema import CONFIGS
     datasets.disable_progress_bars()
     with tempfile.TemporaryDirectory() as cache:
         for config, name in CONFIGS.items():
@@ -212,7 +212,7 @@ class RowChecker:
         from lowering.tir import lower_to_tvmscript
 
         from .claims import check_trace
-        from .difficulty import difficulty
+        from .assembly.difficulty import difficulty
         from .task import row_id
         where = f"rows.jsonl:{no} ({row['id']}, {row['step']['strategy']})"
         rep = self.report
@@ -264,10 +264,10 @@ class RowChecker:
 
 def check_chat(data: dict, rows: list[dict], options: dict, report: Report) -> None:
     from .text import row_format
-    from .assemble import chat_multi, chat_single
-    from .filtering import MEDIUM_CAP, keep_single
-    from .mix import one_per_strategy
-    from .schema import SPLITS
+    from .assembly.assemble import chat_multi, chat_single
+    from .assembly.filtering import MEDIUM_CAP, keep_single
+    from .assembly.mix import one_per_strategy
+    from .assembly.file_schema import SPLITS
     by_id = {r["id"]: r for r in rows}
     seed = options.get("seed", 0)
     # single: exactly the rows the filter keeps (a seeded subsequence of them with --mix), each in
@@ -370,8 +370,8 @@ def _program_of_prompt(user: str, rows_by_program: dict):
 def check_mix(data: dict, options: dict, report: Report) -> None:
     """With ``--mix``: the achieved mix stats.json reports is the mix of the chat files, split by
     split, and ``within`` says whether every share is within the promised points of its target."""
-    from .mix import WITHIN, Item, shares
-    from .schema import SPLITS
+    from .assembly.mix import WITHIN, Item, shares
+    from .assembly.file_schema import SPLITS
     name = options.get("mix")
     if not name:
         return
@@ -512,7 +512,7 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None, allow_
     A dataset without rows is a problem unless ``allow_empty`` (a generation that produced
     nothing is not a dataset that checks)."""
     from .progress import Progress
-    from .schema import FILES
+    from .assembly.file_schema import FILES
     report = Report()
     if not (out / "rows.jsonl").exists():
         raise LeirError(f"{out} holds no generated dataset (no rows.jsonl)")

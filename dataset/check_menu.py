@@ -15,10 +15,10 @@ import json
 def check_menu(data: dict, rows: list[dict], options: dict, rules, report) -> None:
     """``options``: the job's (seed, target, strategies: the question is asked over the job's
     strategies); ``rules``: the rule sources the dataset was made with."""
-    from .assemble import chat_single
-    from .states import by_state
+    from .assembly.assemble import chat_single
+    from .assembly.states import by_state
     from .text.menu import answer_content, menu_answer, menu_row_pairs, question, single_row_pairs
-    from .schema import SPLITS
+    from .assembly.file_schema import SPLITS
     menus = data.get("menu.jsonl", [])
     if menus:
         from engine import Engine

@@ -4,7 +4,7 @@ One job is a set of tasks, one per program: each lists the program's one-step re
 verifies a seeded sample of them on TVM and renders their traces (``dataset.task``). The tasks
 run in worker processes or on Ray (``engine.plumbing.jobs``); the driver commits each finished task
 to the journal (``dataset.journal``) and, when all are done, assembles every output file in
-program order (``dataset.assemble``). Killed at any moment and run again with the same
+program order (``dataset.assembly.assemble``). Killed at any moment and run again with the same
 command, a job finishes with exactly the rows of an uninterrupted run; the output does not
 depend on ``--workers`` or ``--backend``.
 """
@@ -253,7 +253,7 @@ def main(argv=None) -> int:
 def run(args) -> int:
     from engine.plumbing.jobs import backend as job_backend
 
-    from .assemble import Assembly, held_out_types
+    from .assembly.assemble import Assembly, held_out_types
     from .journal import Journal
     from .progress import Progress
     from .sources import job_sources, resolve_sources
@@ -318,7 +318,7 @@ def run(args) -> int:
     print(f"{stats['rows']} verified rows, {stats['failures']} failures (rule bugs), {skipped} sources skipped "
           f"-> {out} ({wall:.1f} s)", file=sys.stderr)
     if stats["mix"]:
-        from .mix import summary
+        from .assembly.mix import summary
         print(f"mix {args.mix}:\n" + summary(stats["mix"]["splits"]), file=sys.stderr)
     return 0
 

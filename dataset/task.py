@@ -25,7 +25,7 @@ from engine.rewrite.sampling import shuffled_groups, take_turns
 
 from .text import cot
 from .text.benefit import measured_sentence
-from .difficulty import difficulty
+from .assembly.difficulty import difficulty
 from .noop import noop_on_target
 from .shrink import (
     WIDE_GRANULARITIES,

@@ -6,10 +6,10 @@ import json
 from collections import Counter
 
 from dataset.text import row_format
-from dataset.assemble import chat_single, held_out_types
+from dataset.assembly.assemble import chat_single, held_out_types
 from dataset.text.menu import single_row_pairs
-from dataset.difficulty import bucket_of, difficulty, mix, score
-from dataset.filtering import (
+from dataset.assembly.difficulty import bucket_of, difficulty, mix, score
+from dataset.assembly.filtering import (
     EXPANSION,
     SIMPLIFICATION,
     MultiFilter,

@@ -100,7 +100,7 @@ def outputs(out: Path) -> dict[str, bytes]:
 
 def lines(out: Path, name: str) -> list[dict]:
     """A file's records; a training file's from its split files, train then test."""
-    from dataset.schema import SPLIT_FILES
+    from dataset.assembly.file_schema import SPLIT_FILES
     paths = [out / s / name for s in ("train", "test")] if name in SPLIT_FILES else [out / name]
     return [json.loads(l) for p in paths for l in p.read_text().splitlines()]
 
@@ -291,7 +291,7 @@ def test_no_output_file_names_a_path_of_the_machine(sources, reference):
 
 def test_chat_files_are_split_by_split_and_the_card_names_both(reference):
     import yaml
-    from dataset.schema import SPLIT_FILES
+    from dataset.assembly.file_schema import SPLIT_FILES
     rows = {r["id"]: r for r in lines(reference, "rows.jsonl")}
     types = {}
     for name in ("single.jsonl", "multi.jsonl", "single_trl.jsonl", "multi_trl.jsonl"):
@@ -350,7 +350,7 @@ def test_the_paper_mix_and_one_per_strategy_from_the_journal(sources, reference,
     """Assembly options: the copied job's tasks are all in its journal, so only assembly runs."""
     import shutil
 
-    from dataset.mix import MIXES, WITHIN
+    from dataset.assembly.mix import MIXES, WITHIN
     out = tmp_path / "mixed"
     shutil.copytree(reference, out)
     capsys.readouterr()

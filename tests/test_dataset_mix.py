@@ -1,12 +1,12 @@
-"""The chat rows' facts and the mix on request (dataset.mix), on hand-made records: no engine, no TVM."""
+"""The chat rows' facts and the mix on request (dataset.assembly.mix), on hand-made records: no engine, no TVM."""
 from __future__ import annotations
 
 import json
 import random
 
-from dataset import mix
+from dataset.assembly import mix
 from dataset.text import row_format
-from dataset.assemble import chat_multi, chat_single
+from dataset.assembly.assemble import chat_multi, chat_single
 
 PROGRAM = {"name": "p", "leir": "L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};];",
            "inputs": [{"name": "A", "dtype": "f32", "shape": [4]}],

@@ -132,7 +132,7 @@ def menu_row_pairs(row: dict) -> list[dict]:
 
 def single_row_pairs(rows: list[dict], chat_single) -> list[dict]:
     """The single-answer-form preference pairs of one state's rows (``chat_single``: the row's
-    chat rendering, ``dataset.assemble.chat_single``)."""
+    chat rendering, ``dataset.assembly.assemble.chat_single``)."""
     out = []
     for fast, slow in single_pairs(rows):
         a, b = chat_single(fast)[0], chat_single(slow)[0]

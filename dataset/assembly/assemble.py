@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from . import mix as mixing
-from .text import row_format
+from ..text import row_format
 from .difficulty import BUCKETS, PAPER_MIX, mix
 from .filtering import (
     EXPANSION,
@@ -29,9 +29,9 @@ from .filtering import (
     keep_single,
     multi_subsets,
 )
-from .schema import CONFIGS, FILES, SPLIT_FILES, SPLITS, arrow_schema, file_path, to_arrow
+from .file_schema import CONFIGS, FILES, SPLIT_FILES, SPLITS, arrow_schema, file_path, to_arrow
 from .states import StateStats, by_state
-from .timing import TimingTally
+from ..timing import TimingTally
 
 OUTPUT_FILES = ("rows.jsonl", "failures.jsonl", "skipped.jsonl", "stats.json", "README.md")
 CHAT_KINDS = {"single": ("single.jsonl", "single_trl.jsonl"), "multi": ("multi.jsonl", "multi_trl.jsonl")}
@@ -197,7 +197,7 @@ class Assembly:
     def _preferences(self, rows: list[dict], menus: list[dict], split: str) -> None:
         """Preference pairs of the single form (rows of one state, by their verdicts) and the menu
         rows with their pairs (``dataset.text.menu``)."""
-        from .text.menu import menu_row_pairs, single_row_pairs
+        from ..text.menu import menu_row_pairs, single_row_pairs
         for group in by_state(rows):       # a prompt is one state's program
             for p in single_row_pairs(group, chat_single):
                 self.files["preferences.jsonl"].write(p)
