@@ -39,7 +39,7 @@ def main(argv=None) -> int:
                     help="the programs the training holds out instead (rows to evaluate the model on: "
                          "benchmarks/costmodel.py)")
     a = ap.parse_args(argv)
-    from dataset.shrink import WIDE_GRANULARITIES, shrink_with_granularity, smallest_instance
+    from dataset.generate.shrink import WIDE_GRANULARITIES, shrink_with_granularity, smallest_instance
     from engine import Engine
     from engine.leir.files import program_from_json
     from lowering import Verifier

@@ -211,7 +211,7 @@ def heldout_programs(a) -> list[Path]:
     """The first ``--programs`` held-out corpus programs, shrunk as ``dataset.generate --shrink``
     shrinks them (the instances their menu rows ask about), as JSON program files."""
     from engine.leir.files import program_from_json
-    from dataset.shrink import WIDE_GRANULARITIES, points, shrink_with_granularity, smallest_instance
+    from dataset.generate.shrink import WIDE_GRANULARITIES, points, shrink_with_granularity, smallest_instance
     from search.costtrain import is_held_out
     folder = Path(a.out) / "programs"
     folder.mkdir(parents=True, exist_ok=True)

@@ -213,7 +213,7 @@ class RowChecker:
 
         from .claims import check_trace
         from .assembly.difficulty import difficulty
-        from .task import row_id
+        from .generate.task import row_id
         where = f"rows.jsonl:{no} ({row['id']}, {row['step']['strategy']})"
         rep = self.report
         step = row["step"]

@@ -18,7 +18,7 @@ import pytest
 from conftest import EXAMPLES, corpus_records
 
 from dataset import claims, cot
-from dataset.shrink import shrink_program
+from dataset.generate.shrink import shrink_program
 from engine import Engine, load_program
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import program_from_json

@@ -176,7 +176,7 @@ def test_per_program_sample_is_seeded_and_spread_over_strategies():
     import random
     from types import SimpleNamespace
 
-    from dataset.task import stratified_sample
+    from dataset.generate.task import stratified_sample
     steps = [SimpleNamespace(strategy=s, i=i) for i, s in enumerate(["a"] * 20 + ["b"] * 3 + ["c"] * 7)]
     pick = stratified_sample(steps, 9, random.Random("0:key"))
     assert Counter(s.strategy for s in pick) == {"a": 3, "b": 3, "c": 3}

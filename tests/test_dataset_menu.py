@@ -111,7 +111,7 @@ def test_the_menu_prompt_is_byte_for_byte_the_search_request(tmp_path, engine, s
 def test_menu_size_options_need_menu_and_are_recorded(tmp_path):
     from engine.leir.diagnostics import LeirError
 
-    from dataset.generate import main
+    from dataset.generate.driver import main
     for extra, message in ((["--menu-size", "6"], "--menu-size sets the menu question: use it with --menu"),
                            (["--time", "--menu", "--prompt-tokens", "0"], "--prompt-tokens must be at least 1")):
         with pytest.raises(LeirError, match=re.escape(message)):
@@ -176,7 +176,7 @@ def test_a_timed_menu_job_writes_menu_rows_in_split_folders_that_check(tmp_path)
     from engine import parse_program
 
     from dataset.check import check
-    from dataset.generate import main
+    from dataset.generate.driver import main
     prog = parse_program(BIG, name="softmax_rows", inputs=[{"name": "A", "dtype": "f32", "shape": [64, 512]}],
                          outputs=[{"name": "C", "dtype": "f32", "shape": [64, 512]}])
     src = tmp_path / "softmax_rows.leir"

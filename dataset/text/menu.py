@@ -160,7 +160,7 @@ def entry_reason(engine, program, step, timing) -> str | None:
 def menu_state(runner, program, parent_program=None, depth: int = 0, history=(), closed=(), verified=None,
                timed=None):
     """The menu row of a state, or None when no shown entry is measured faster. ``runner``: a
-    ``dataset.task.Runner`` (engine, verifier, options); ``verified``: step key -> whether the task
+    ``dataset.generate.task.Runner`` (engine, verifier, options); ``verified``: step key -> whether the task
     already found it equal (the entries it did not verify are verified here); ``timed``: step key ->
     the timing record the task already measured against this state (the others are timed here)."""
     eng, verifier, opts = runner.engine, runner.verifier, runner.options
