@@ -12,7 +12,7 @@ import pytest
 from test_dataset_generate import PROGRAMS as GENERATE_PROGRAMS
 from test_dataset_generate import lines, outputs
 
-from dataset import check as checker
+from dataset.check import checker
 from dataset.generate import driver
 from dataset.generate.noop import noop_on_target, normalise
 

@@ -20,7 +20,7 @@ from conftest import ROOT
 
 from engine.leir.diagnostics import LeirError
 
-from dataset import check as checker
+from dataset.check import checker
 from dataset.generate import driver
 from lowering import measure as timing
 

@@ -127,7 +127,7 @@ def _step_of(engine, program, strategy):
 
 def test_a_trace_states_the_benefit_for_this_instance_and_the_checker_rederives_it(engine):
     from dataset.text import cot
-    from dataset.claims import check_trace
+    from dataset.check.claims import check_trace
     p = tiny_program()
     s = _step_of(engine, p, "loop_parallelization")
     block = engine.strategy(s.strategy)
@@ -145,7 +145,7 @@ def test_a_trace_states_the_benefit_for_this_instance_and_the_checker_rederives_
 def test_the_measured_sentence_is_rederived_from_the_timing_record(engine):
     from dataset.text import cot
     from dataset.text.benefit import measured_sentence
-    from dataset.claims import check_trace
+    from dataset.check.claims import check_trace
     from lowering.measure import verdict_of
     p = tiny_program()
     s = _step_of(engine, p, "loop_parallelization")
@@ -175,7 +175,7 @@ BIG = ("B^{64}_{tx=0}L^{512}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{
 def test_a_timed_menu_job_writes_menu_rows_in_split_folders_that_check(tmp_path):
     from engine import parse_program
 
-    from dataset.check import check
+    from dataset.check.checker import check
     from dataset.generate.driver import main
     prog = parse_program(BIG, name="softmax_rows", inputs=[{"name": "A", "dtype": "f32", "shape": [64, 512]}],
                          outputs=[{"name": "C", "dtype": "f32", "shape": [64, 512]}])

@@ -5,7 +5,7 @@ One sentence per benefit the rule block declares, in its order: ``This can impro
 the loop `i` becomes parallelized.`` The instance part after the colon is the first template of
 ``TEMPLATES[benefit]`` whose slots all hold for the step: the slots are the chain-of-thought's own
 facts and rule parameters (``engine.rewrite.cot_template`` syntax, filled by ``dataset.text.cot``,
-re-derived by ``dataset.claims``), so a benefit sentence states only what the two programs and the
+re-derived by ``dataset.check.claims``), so a benefit sentence states only what the two programs and the
 provenance show. Each list ends with a slot-free sentence (the benefit's definition), used when no
 fact of the step bears on it. A block without ``@benefit`` gets no sentence; ``@benefit none`` says
 that the step improves nothing by itself.

@@ -11,7 +11,7 @@ nest and equation the rule matched; the changed statements come from an alignmen
 programs' statement lists (so a statement that occurs twice, or a move that leaves every text
 unchanged, is handled); new tensors and loops, scopes, extents and factors are read off the two
 ASTs. A fact that does not hold for a step is None and skips the templates that name it.
-``dataset.claims`` parses a trace back with the same templates and formats and re-derives every
+``dataset.check.claims`` parses a trace back with the same templates and formats and re-derives every
 slot on its own (``python -m dataset.check``).
 """
 from __future__ import annotations

@@ -94,7 +94,7 @@ def _check_state(no: int, r: dict, by_id: dict, engine, replayed: dict, report) 
 
 
 def _check_noop(no: int, r: dict, options: dict, report) -> None:
-    from .generate.noop import noop_on_target
+    from ..generate.noop import noop_on_target
     cuda = r.get("cuda") or {}
     want = noop_on_target(r["tir"]["target"], cuda.get("original"), cuda.get("transformed"))
     if r["noop_on_target"] != want:
