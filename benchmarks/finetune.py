@@ -294,7 +294,7 @@ def _best(path: Path):
 
 
 def phase_table(a) -> None:
-    from dataset.eval_report import comparison_table
+    from dataset.evaluate.scorecard import comparison_table
     out = Path(a.out)
     report = {"options": {k: getattr(a, k) for k in ("menu_size", "prompt_tokens", "max_steps", "budget")}}
     rows = {}

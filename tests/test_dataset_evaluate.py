@@ -96,7 +96,7 @@ def scripted(answers: dict, honour_n=True, delay=0.0):
 
 
 def evaluate(*args):
-    from dataset.evaluate import main
+    from dataset.evaluate.evaluation import main
     return main([str(a) for a in args])
 
 
@@ -132,7 +132,7 @@ def test_single_and_menu_metrics_on_known_answers(steps, tmp_path, capsys):
     assert d["reached"]["counts"] == {"loop_split": 1}
     assert d["claimed_categories"]["counts"] == {"operator": 5}
     m = res["menu"]
-    from dataset.eval_metrics import mean_interval, wilson
+    from dataset.evaluate.metrics import mean_interval, wilson
     baselines = m.pop("baselines")
     assert m == {"prompts": 5, "valid": 3, "valid_rate": 0.6, "valid_interval": wilson(3, 5), "agreement": 0.2,
                  "agreement_interval": wilson(1, 5), "agreement_of_valid": 0.333333,
@@ -155,7 +155,7 @@ def test_single_and_menu_metrics_on_known_answers(steps, tmp_path, capsys):
 
 
 def test_pass_at_k_with_a_server_ignoring_n(steps, tmp_path):
-    from dataset.eval_metrics import pass_at_k
+    from dataset.evaluate.metrics import pass_at_k
     assert pass_at_k(2, 1, 1) == 0.5 and pass_at_k(2, 1, 2) == 1.0 and pass_at_k(4, 1, 2) == 0.5
     ds = make_dataset(tmp_path / "ds", steps, ["half", "none"], [])
     answers = {"half": [free(steps["loop_split"].leir), free(WRONG)], "none": [free(WRONG), "prose"]}

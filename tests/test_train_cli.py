@@ -127,7 +127,7 @@ def test_last_checkpoint_is_the_newest_complete_one(tmp_path):
 
 
 def test_wilson_intervals_and_the_bootstrap_are_the_known_values():
-    from dataset.eval_metrics import mean_interval, wilson
+    from dataset.evaluate.metrics import mean_interval, wilson
     assert wilson(5, 10) == [0.236593, 0.763407]
     assert wilson(0, 10) == [0.0, 0.277533] and wilson(10, 10) == [0.722467, 1.0]
     assert wilson(0, 0) is None
@@ -137,7 +137,7 @@ def test_wilson_intervals_and_the_bootstrap_are_the_known_values():
 
 
 def test_the_random_baseline_is_the_exact_expectation():
-    from dataset.eval_baselines import random_baseline
+    from dataset.evaluate.baselines import random_baseline
 
     def e(sp, verified=True):
         return {"speedup": sp, "verified": verified}
@@ -152,7 +152,7 @@ def test_the_random_baseline_is_the_exact_expectation():
 
 
 def test_the_comparison_table_has_one_row_per_chooser():
-    from dataset.eval_report import comparison_table
+    from dataset.evaluate.scorecard import comparison_table
     m = {"prompts": 10, "valid_rate": 1.0, "valid_interval": [0.72, 1.0], "agreement": 0.5,
          "agreement_interval": [0.24, 0.76], "mean_regret": 1.25, "regret_interval": [1.1, 1.4]}
     table = comparison_table({"tuned": m, "cost model": {"unavailable": "no prior"}})
