@@ -135,7 +135,7 @@ def phase_train(a) -> None:
 
 
 def untuned_gguf() -> Path:
-    from dataset.train_model import default_base
+    from dataset.train.base_model import default_base
     return default_base().gguf_path
 
 

@@ -26,7 +26,7 @@ def fake_base(folder: Path) -> Path:
 
 
 def train(capsys, *args) -> tuple[int, str]:
-    from dataset.train import main
+    from dataset.train.trainer import main
     rc = main([str(a) for a in args])
     err = capsys.readouterr().err
     return rc, err
@@ -79,8 +79,8 @@ def test_bad_inputs_name_the_file(tmp_path, capsys):
 
 
 def test_a_folder_with_a_run_is_resumed_or_restarted_never_overwritten(tmp_path, capsys):
-    from dataset.train import RESULT_OPTIONS, job_of, open_run, parser
-    from dataset.train_model import resolve_base
+    from dataset.train.trainer import RESULT_OPTIONS, job_of, open_run, parser
+    from dataset.train.base_model import resolve_base
     from engine.leir.diagnostics import LeirError
     base = fake_base(tmp_path / "base")
     a = parser().parse_args([str(tmp_path / "ds"), "-o", str(tmp_path / "out"), "--base", str(base)])
@@ -100,7 +100,7 @@ def test_a_folder_with_a_run_is_resumed_or_restarted_never_overwritten(tmp_path,
 
 
 def test_the_completion_is_the_menu_number_or_the_whole_answer(tmp_path):
-    from dataset.train_data import menu_examples
+    from dataset.train.examples import menu_examples
     row = menu_row()
     ds = dataset(tmp_path / "ds", [row, row | {"split": "test"}])
     (ds / "test").mkdir()
@@ -113,7 +113,7 @@ def test_the_completion_is_the_menu_number_or_the_whole_answer(tmp_path):
 
 
 def test_last_checkpoint_is_the_newest_complete_one(tmp_path):
-    from dataset.train import last_checkpoint
+    from dataset.train.trainer import last_checkpoint
     assert last_checkpoint(tmp_path) is None
     for step, complete in ((5, True), (10, True), (15, False)):       # 15: killed while it was written
         d = tmp_path / f"checkpoint-{step}"
