@@ -37,7 +37,7 @@ from engine.leir.diagnostics import LeirError
 from engine.rewrite.steps import Step
 
 from .egraph import ChoiceGraph
-from .evaluate import ACCEPTED, Outcome, path_tolerance
+from .candidate_eval import ACCEPTED, CandidateOutcome, path_tolerance
 from .kernels import Slot, local_slot, map_steps, replays, split
 
 OPTIMISM = 0.9          # an unmeasured variant, before the model is ready: expected at 0.9x its parent's time
@@ -223,7 +223,7 @@ class KernelSearch:
 
     # ------------------------------------------------------------------ measuring
 
-    def _sample(self, kind: str, outcome: Outcome, **extra) -> None:
+    def _sample(self, kind: str, outcome: CandidateOutcome, **extra) -> None:
         """Charge one sample to the run (the trajectory's ``samples``; never the best-so-far
         curve: a kernel's speedup is not the program's)."""
         self.run.record_sample(self.run.root, kind, outcome, **extra)
@@ -242,7 +242,7 @@ class KernelSearch:
         ev = self.run.evaluator
         o = ev.recorded_outcome(v.key)                    # a resumed run: measured already
         if o is None:
-            o = Outcome(v.key, ACCEPTED, tolerance=tol)
+            o = CandidateOutcome(v.key, ACCEPTED, tolerance=tol)
             if v.steps:
                 verdict = ev.verify(base.program, v.program, tol)
                 o.status, o.message, o.max_abs_err, o.seconds = (ACCEPTED if verdict.equal else verdict.reason,
@@ -295,7 +295,7 @@ class KernelSearch:
         o = self.run.evaluator.recorded_outcome(key)
         if o is None:
             v = self.run.evaluator.verify(self.run.program, s.program, tol)
-            o = Outcome(key, ACCEPTED if v.equal else v.reason, v.message, tol, v.max_abs_err, seconds=v.seconds)
+            o = CandidateOutcome(key, ACCEPTED if v.equal else v.reason, v.message, tol, v.max_abs_err, seconds=v.seconds)
         self._sample("structure", o, strategy=s.step["strategy"], step=s.step)
         s.verified = o.accepted
         return s.verified

@@ -256,7 +256,7 @@ def test_kernels_run_within_budget_replays(tmp_path, engine, verifier):
             again = engine.apply(again, st)
         assert again.to_leir() == n["leir"]
     # the best program replays (search.replay's check, with the shared verifier: no new worker)
-    from search.evaluate import path_tolerance
+    from search.candidate_eval import path_tolerance
     best = traj.program
     for st in rec["best"]["steps"]:
         best = engine.apply(best, st)
@@ -314,7 +314,7 @@ def test_kernels_composes_the_cheapest_choice_and_replays(engine, verifier):
     replays with Engine.apply, the real verifier finds it equal, and the kernel sum predicts
     the table's whole-program time exactly."""
     from search import run_search
-    from search.evaluate import path_tolerance
+    from search.candidate_eval import path_tolerance
     program = parse(SMALL_SOFTMAX)
     table = TableVerifier(program)
     traj = run_search(program, options(budget=12), engine=engine, verifier=table, progress=lambda m: None)
