@@ -1,6 +1,6 @@
 """``--algorithm kernels``: search statements, not programs.
 
-The root is split into per-statement kernels (``search.kernels``); each kernel is measured
+The root is split into per-statement kernels (``search.kernel_slots``); each kernel is measured
 alone (a sample) and its variants are explored with the engine's steps on the kernel program
 (local by construction), each verified against its kernel on seeded inputs and timed against it
 in paired rounds (a sample; ``lowering.measure``: a ratio, its interval and a verdict). A variant
@@ -38,7 +38,7 @@ from engine.rewrite.steps import Step
 
 from .egraph import ChoiceGraph
 from .candidate_eval import ACCEPTED, CandidateOutcome, path_tolerance
-from .kernels import Slot, local_slot, map_steps, replays, split
+from .kernel_slots import Slot, local_slot, map_steps, replays, split
 
 OPTIMISM = 0.9          # an unmeasured variant, before the model is ready: expected at 0.9x its parent's time
 MODEL_ROWS = 3          # kernel measurements (variants) before the model's estimates are used
