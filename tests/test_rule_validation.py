@@ -172,7 +172,7 @@ def test_search_and_generate_name_their_strategies_flag(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("module", ["engine.check", "engine.enumerate", "engine.apply", "engine.equiv", "engine.lint",
-                                    "dataset.generate", "dataset.check", "dataset.evaluate", "search.__main__",
+                                    "dataset.generate.driver", "dataset.check.checker", "dataset.evaluate.evaluation", "search.__main__",
                                     "search.replay", "search.batch", "search.tune", "lowering.crosscheck"])
 def test_help_is_whole_and_gives_every_default(module, monkeypatch):
     import argparse
