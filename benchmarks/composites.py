@@ -34,7 +34,7 @@ def one(path: str, singles: int, rounds: int) -> dict:
     from engine.leir.files import load_program
     from lowering import Verifier
     from search.composite import CompositeMenu, load_table, spread
-    from search.evaluate import path_tolerance
+    from search.candidate_eval import path_tolerance
 
     engine = Engine(strategies="paper")
     program = load_program(path)

@@ -39,13 +39,13 @@ def main(argv=None) -> int:
                     help="the programs the training holds out instead (rows to evaluate the model on: "
                          "benchmarks/costmodel.py)")
     a = ap.parse_args(argv)
-    from dataset.shrink import WIDE_GRANULARITIES, shrink_with_granularity, smallest_instance
+    from dataset.generate.shrink import WIDE_GRANULARITIES, shrink_with_granularity, smallest_instance
     from engine import Engine
     from engine.leir.files import program_from_json
     from lowering import Verifier
     from search import SearchOptions
     from search.costtrain import is_held_out
-    from search.database import Database, machine_of
+    from search.run_database import RunDatabase, machine_of
     from search.run import run_search
     recs = [json.loads(x) for x in CORPUS.read_text().splitlines() if x.strip()]
     train = [r for r in recs if is_held_out(r["name"]) == a.held_out]
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
         train = train[:a.programs]
     (a.out / "trajectories").mkdir(parents=True, exist_ok=True)
     engine = Engine(strategies="paper")
-    db = Database(str(a.out / "evals.jsonl"), machine=machine_of("llvm"))
+    db = RunDatabase(str(a.out / "evals.jsonl"), machine=machine_of("llvm"))
     load0 = os.getloadavg()
     t0 = time.perf_counter()
     done = 0

@@ -13,7 +13,7 @@ traces. So that strategies whose precondition appears only after another step
 the results of ``--children`` seeded steps and of the first step of each strategy of every
 example program are enumerated once more and sampled the same way (one step per rule). One JSON
 line per step: origin, program, path of parent step keys, strategy, rule, site, key, and the
-trace (or the renderer's error); with ``--check``, the claims of it that ``dataset.claims`` finds
+trace (or the renderer's error); with ``--check``, the claims of it that ``dataset.check.claims`` finds
 false (none expected).
 
 ``compare`` joins two captures on (origin, program, path, key) and reports, per strategy, how many
@@ -73,7 +73,8 @@ def _sample(steps, per_rule: int, rng: random.Random):
 
 
 def render(engine, before, step, check: bool) -> dict:
-    from dataset import claims, cot
+    from dataset.text import cot
+    from dataset.check import claims
     out = {"strategy": step.strategy, "rule": step.rule, "site": list(step.site), "key": step.key}
     block = engine.strategy(step.strategy)
     try:
@@ -164,7 +165,7 @@ def main(argv=None) -> int:
     c.add_argument("--per-rule", type=int, default=3)
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--children", type=int, default=8)
-    c.add_argument("--check", action="store_true", help="also check each trace with dataset.claims")
+    c.add_argument("--check", action="store_true", help="also check each trace with dataset.check.claims")
     g = c.add_mutually_exclusive_group()
     g.add_argument("--corpus-only", action="store_true")
     g.add_argument("--examples-only", action="store_true")

@@ -135,7 +135,7 @@ def phase_train(a) -> None:
 
 
 def untuned_gguf() -> Path:
-    from dataset.train_model import default_base
+    from dataset.train.base_model import default_base
     return default_base().gguf_path
 
 
@@ -211,7 +211,7 @@ def heldout_programs(a) -> list[Path]:
     """The first ``--programs`` held-out corpus programs, shrunk as ``dataset.generate --shrink``
     shrinks them (the instances their menu rows ask about), as JSON program files."""
     from engine.leir.files import program_from_json
-    from dataset.shrink import WIDE_GRANULARITIES, points, shrink_with_granularity, smallest_instance
+    from dataset.generate.shrink import WIDE_GRANULARITIES, points, shrink_with_granularity, smallest_instance
     from search.costtrain import is_held_out
     folder = Path(a.out) / "programs"
     folder.mkdir(parents=True, exist_ok=True)
@@ -294,7 +294,7 @@ def _best(path: Path):
 
 
 def phase_table(a) -> None:
-    from dataset.eval_report import comparison_table
+    from dataset.evaluate.scorecard import comparison_table
     out = Path(a.out)
     report = {"options": {k: getattr(a, k) for k in ("menu_size", "prompt_tokens", "max_steps", "budget")}}
     rows = {}

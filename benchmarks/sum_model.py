@@ -26,7 +26,7 @@ CORPUS = ROOT / "examples" / "corpus" / "programs.jsonl"
 
 
 def programs(n: int, shrink_points: int, max_points: int) -> list:
-    from dataset.shrink import WIDE_GRANULARITIES, points, shrink_with_granularity, smallest_instance
+    from dataset.generate.shrink import WIDE_GRANULARITIES, points, shrink_with_granularity, smallest_instance
     from engine.leir.files import program_from_json
     recs = [json.loads(l) for l in CORPUS.read_text().splitlines() if l.strip()]
     if n:

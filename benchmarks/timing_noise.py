@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 def load_programs(n_corpus: int, shrink_points: int = 16384) -> list:
     """The examples plus ``n_corpus`` corpus programs spread over the file, shrunk as --shrink does."""
-    from dataset.shrink import WIDE_GRANULARITIES, points, shrink_with_granularity, smallest_instance
-    from dataset.sources import resolve_sources
-    from dataset.task import resolve
+    from dataset.generate.shrink import WIDE_GRANULARITIES, points, shrink_with_granularity, smallest_instance
+    from dataset.generate.program_sources import resolve_sources
+    from dataset.generate.task import resolve
     specs, _ = resolve_sources([str(p) for p in sorted((ROOT / "examples").glob("*.leir"))], None, "default",
                                "f32", 1, 0)
     corpus, _ = resolve_sources([str(ROOT / "examples" / "corpus" / "programs.jsonl")], None, "default", "f32", 1, 0)

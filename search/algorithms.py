@@ -9,7 +9,7 @@ only verified candidates and use the paper's depth 20 (the reference: 4); MCTS r
 paper's 20 iterations (reference: 10) and does real rollouts (reference: none); every
 algorithm also stops when the sample budget is spent.
 
-Every child is timed against its parent in paired rounds (``search.evaluate``), so "better than
+Every child is timed against its parent in paired rounds (``search.candidate_eval``), so "better than
 the parent" is a verdict: a child is better when it is significantly ``faster`` (its interval
 clears 1 + the noise floor), never because one median came out lower. Greedy moves only to such a
 child; beam and DFS rank significantly faster children first, then by the estimated speedup.

@@ -35,7 +35,7 @@ def _engine(strategies, bundle=None):
 
 
 def _verifier(o):
-    """The Verifier a search of options ``o`` would make for itself (``search.evaluate``)."""
+    """The Verifier a search of options ``o`` would make for itself (``search.candidate_eval``)."""
     from lowering import Verifier
     key = (o.target, o.trials, o.timeout, o.seed, o.repeat, o.workers)
     if key not in _VERIFIERS:

@@ -1,6 +1,6 @@
 """``--algorithm kernels``: search statements, not programs.
 
-The root is split into per-statement kernels (``search.kernels``); each kernel is measured
+The root is split into per-statement kernels (``search.kernel_slots``); each kernel is measured
 alone (a sample) and its variants are explored with the engine's steps on the kernel program
 (local by construction), each verified against its kernel on seeded inputs and timed against it
 in paired rounds (a sample; ``lowering.measure``: a ratio, its interval and a verdict). A variant
@@ -37,8 +37,8 @@ from engine.leir.diagnostics import LeirError
 from engine.rewrite.steps import Step
 
 from .egraph import ChoiceGraph
-from .evaluate import ACCEPTED, Outcome, path_tolerance
-from .kernels import Slot, local_slot, map_steps, replays, split
+from .candidate_eval import ACCEPTED, CandidateOutcome, path_tolerance
+from .kernel_slots import Slot, local_slot, map_steps, replays, split
 
 OPTIMISM = 0.9          # an unmeasured variant, before the model is ready: expected at 0.9x its parent's time
 MODEL_ROWS = 3          # kernel measurements (variants) before the model's estimates are used
@@ -223,7 +223,7 @@ class KernelSearch:
 
     # ------------------------------------------------------------------ measuring
 
-    def _sample(self, kind: str, outcome: Outcome, **extra) -> None:
+    def _sample(self, kind: str, outcome: CandidateOutcome, **extra) -> None:
         """Charge one sample to the run (the trajectory's ``samples``; never the best-so-far
         curve: a kernel's speedup is not the program's)."""
         self.run.record_sample(self.run.root, kind, outcome, **extra)
@@ -242,7 +242,7 @@ class KernelSearch:
         ev = self.run.evaluator
         o = ev.recorded_outcome(v.key)                    # a resumed run: measured already
         if o is None:
-            o = Outcome(v.key, ACCEPTED, tolerance=tol)
+            o = CandidateOutcome(v.key, ACCEPTED, tolerance=tol)
             if v.steps:
                 verdict = ev.verify(base.program, v.program, tol)
                 o.status, o.message, o.max_abs_err, o.seconds = (ACCEPTED if verdict.equal else verdict.reason,
@@ -295,7 +295,7 @@ class KernelSearch:
         o = self.run.evaluator.recorded_outcome(key)
         if o is None:
             v = self.run.evaluator.verify(self.run.program, s.program, tol)
-            o = Outcome(key, ACCEPTED if v.equal else v.reason, v.message, tol, v.max_abs_err, seconds=v.seconds)
+            o = CandidateOutcome(key, ACCEPTED if v.equal else v.reason, v.message, tol, v.max_abs_err, seconds=v.seconds)
         self._sample("structure", o, strategy=s.step["strategy"], step=s.step)
         s.verified = o.accepted
         return s.verified

@@ -39,7 +39,7 @@ PAPER_STRATEGY_TEXT = (
     "on exp to prefix summation on exp, online softmax, flashattention wo tiling, normal matmul to prefix matmul "
     "based on online softmax")
 
-# how the paper's prompts (these and the dataset's, dataset.prompts) name a LEIR dtype: torch's name
+# how the paper's prompts (these and the dataset's, dataset.text.row_format) name a LEIR dtype: torch's name
 TORCH_DTYPES = {code: f"torch.{name}" for code, name in DTYPES.items()}
 
 CUDA_RULES = (

@@ -4,7 +4,7 @@
 into the request the ``llm`` policy sends: the entries worth showing (at most ``menu_size``, strategies
 taking turns in an order seeded by the run's seed and the state), the longest prefix of them whose
 prompt stays within ``prompt_tokens``, shown in menu order as 1..m, and the chat messages. The search's
-policy (``search.policies.llm``) and the dataset's menu rows (``dataset.menu``) both call it, so a
+policy (``search.policies.llm``) and the dataset's menu rows (``dataset.text.menu``) both call it, so a
 menu row's prompt is byte for byte what the search sends for that state.
 
 The shuffle is seeded by the state's renaming key, not drawn from the run's one random stream: the

@@ -21,7 +21,7 @@ def replay(record: dict, target: str | None = None, rounds: int | None = None, r
     from engine.leir.files import program_from_json
     from engine.leir.parser import parse_body
 
-    from .evaluate import Evaluator, path_tolerance
+    from .candidate_eval import CandidateEvaluator, path_tolerance
     original = program_from_json(record["program"])
     opts = record["options"]
     best = record.get("best") or {}
@@ -47,7 +47,7 @@ def replay(record: dict, target: str | None = None, rounds: int | None = None, r
     from lowering.measure import Protocol
     protocol = Protocol(rounds=rounds or opts.get("rounds", 20), confidence=opts.get("confidence", 0.95),
                         noise_floor=opts.get("noise_floor", 0.02), look_every=opts.get("look_every", 4))
-    ev = Evaluator(original, target or opts.get("target", "llvm"), opts.get("trials", 3), opts.get("timeout", 300.0),
+    ev = CandidateEvaluator(original, target or opts.get("target", "llvm"), opts.get("trials", 3), opts.get("timeout", 300.0),
                    min_repeat_ms=opts.get("min_repeat_ms", 2.0), repeat=opts.get("repeat", 7), protocol=protocol)
     try:
         tol = path_tolerance([s.get("exactness", "") for s in steps]) if steps else "exact"

@@ -9,7 +9,7 @@ already evaluated costs nothing again, and an already visited state is never off
 Measuring is the Run's alone: the policy generates proposals (seeing the run only through a
 ``search.context.PolicyContext``), the Run verifies them against the original and times the
 equal ones together against the node they were proposed at (paired rounds: a verdict
-``faster``/``slower``/``tie`` with an interval, ``search.evaluate``), stopping at the budget,
+``faster``/``slower``/``tie`` with an interval, ``search.candidate_eval``), stopping at the budget,
 commits each fresh outcome to the evaluation database, lets the policy observe the results and
 choose which accepted ones become nodes. At the end the best candidates are timed afresh against
 the original; a best is reported only when its interval clears 1 + the noise floor, otherwise the
@@ -26,7 +26,7 @@ from typing import Optional
 
 from engine.leir.canonical import renaming_key
 
-from .evaluate import Evaluator, Outcome, path_tolerance
+from .candidate_eval import CandidateEvaluator, CandidateOutcome, path_tolerance
 from .options import SearchOptions
 from .policies.base import Proposal, Request, Result
 from .space import FreeEdge, Node, Reached, Space, edge_json
@@ -36,12 +36,12 @@ class Run:
     def __init__(self, program, options: SearchOptions, *, engine=None, out: Optional[str] = None,
                  progress=None, log=None, resume: Optional[dict] = None, verifier=None, database=None):
         """``resume``: the interrupted run's trajectory (its samples are not redone); ``database``:
-        a ``search.database.Database`` (by default the one ``options.database`` names, or an
+        a ``search.run_database.RunDatabase`` (by default the one ``options.database`` names, or an
         in-memory one)."""
         from engine import Engine
 
         from .context import Budget, PolicyContext
-        from .database import Database, machine_of, run_id
+        from .run_database import RunDatabase, machine_of, run_id
         from .policies import make_policy
         self.program = program
         self.options = options.validate()
@@ -53,22 +53,22 @@ class Run:
         self.run_id = run_id(program.to_json(), self.options.to_json())
         self.root_key = renaming_key(program)
         if database is None:
-            database = Database(self.options.database, machine=machine_of(self.options.target))
+            database = RunDatabase(self.options.database, machine=machine_of(self.options.target))
         self.database = database
         recorded, stored = {}, {}
         self._resume_root = (resume or {}).get("original")
         if resume is not None:
             # what the database holds of this run, then what the trajectory recorded
             stored = database.outcomes(self.root_key, self.options.target, self.run_id)
-            recorded = {k: Outcome.from_json(o) for k, o in stored.items()}
-            recorded.update({s["key"]: Outcome.from_json(s["outcome"]) for s in resume.get("samples", [])
+            recorded = {k: CandidateOutcome.from_json(o) for k, o in stored.items()}
+            recorded.update({s["key"]: CandidateOutcome.from_json(s["outcome"]) for s in resume.get("samples", [])
                              if s.get("key") and s.get("outcome")})
             if self._resume_root is None:
                 self._resume_root = database.baseline(self.root_key, self.options.target, self.run_id)
         self.resume = resume or {}            # the interrupted run's trajectory (policies reuse what they learnt)
         # outcomes the database already holds for this run (resumed: not committed twice)
         self._committed = set(stored)
-        self.evaluator = Evaluator(program, options.target, options.trials, options.timeout, options.workers,
+        self.evaluator = CandidateEvaluator(program, options.target, options.trials, options.timeout, options.workers,
                                    options.seed, options.min_repeat_ms, options.repeat, recorded, log, verifier,
                                    protocol=self.options.protocol(), database=database)
         self.out = out
@@ -141,7 +141,7 @@ class Run:
         """Faster than the original beyond the noise floor by the product of its path's intervals."""
         return node.speedup_ci[0] > 1.0 + self.options.noise_floor
 
-    def add_node(self, parent: Node, program, key: str, steps: tuple, strategy: str, outcome: Outcome,
+    def add_node(self, parent: Node, program, key: str, steps: tuple, strategy: str, outcome: CandidateOutcome,
                  sample: Optional[int], via: str = "policy") -> Node:
         """A verified, timed state becomes a child of ``parent`` (its outcome timed against it)."""
         n = Node(len(self.nodes), program, key, parent.id, parent.depth + len(steps), tuple(steps),
@@ -165,7 +165,7 @@ class Run:
         self.calls.append(record)
         return record["index"]
 
-    def record_sample(self, node: Node, kind: str, outcome: Optional[Outcome], **extra) -> int:
+    def record_sample(self, node: Node, kind: str, outcome: Optional[CandidateOutcome], **extra) -> int:
         """Charge one sample (the trajectory's ``samples``, the progress line, a checkpoint)."""
         s = {"index": len(self.samples), "node": node.id, "kind": kind}
         s.update(extra)
@@ -205,7 +205,7 @@ class Run:
                               parent=node, moves=list(labels)))
         return out
 
-    def evaluate(self, node: Node, program, key: str, tolerance: str) -> Outcome:
+    def evaluate(self, node: Node, program, key: str, tolerance: str) -> CandidateOutcome:
         """Verify and time a state against ``node`` without charging a sample (an outcome the run
         already paid for, or one an algorithm records itself with ``record_sample``)."""
         (outcome, _), = self.evaluator.evaluate([(program, key, tolerance)], parent=node)
@@ -410,7 +410,7 @@ class Run:
         self.evaluator.close()
 
 
-def describe(o: Outcome) -> str:
+def describe(o: CandidateOutcome) -> str:
     """A timed outcome for a progress line: against its parent, then over the original."""
     if o.ratio is None or not o.ci:
         return f" {o.median_ms:.4f} ms" if o.median_ms else ""

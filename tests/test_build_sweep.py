@@ -20,7 +20,7 @@ from conftest import ROOT
 
 import build_sweep
 
-# small corpus programs, shrunk (dataset.shrink) so that a build takes a fraction of a second
+# small corpus programs, shrunk (dataset.generate.shrink) so that a build takes a fraction of a second
 SAMPLE = ("softmax", "Hingeloss", "cumprod", "GELU", "Argmax_over_a_dimension", "Max_Pooling_2D", "L2Norm",
           "CrossEntropyLoss", "Matmul_Min_Subtract", "cumsum_exclusive", "Matmul_with_transposed_A")
 
@@ -46,7 +46,7 @@ def _failures(pairs) -> list:
 @pytest.fixture(scope="module")
 def sample(engine):
     """(program, step): the first neighbour of each rule, in program order, over the sample."""
-    from dataset.shrink import shrink_program
+    from dataset.generate.shrink import shrink_program
     from test_neighbours_lower import handwritten
     corpus = build_sweep.corpus_programs(set(SAMPLE))
     assert len(corpus) == len(SAMPLE)

@@ -45,8 +45,8 @@ def retyped(program, code: str):
 def shrunk(record):
     """A corpus record as ``dataset.generate --shrink`` verifies it (None: it skips the program, whose
     smallest instance is still over --max-points)."""
-    from dataset.generate import DEFAULT_MAX_POINTS
-    from dataset.shrink import WIDE_GRANULARITIES, points, shrink_with_granularity, smallest_instance
+    from dataset.generate.driver import DEFAULT_MAX_POINTS
+    from dataset.generate.shrink import WIDE_GRANULARITIES, points, shrink_with_granularity, smallest_instance
     from engine.leir.files import program_from_json
     p = program_from_json(record)
     small, _ = shrink_with_granularity(p, 16384, WIDE_GRANULARITIES)

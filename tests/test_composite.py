@@ -151,7 +151,7 @@ def test_instances_are_deterministic_and_bounded(engine, known, matmul, found):
 
 def test_tile_instance_verifies_equal_on_llvm(found, matmul):
     from lowering import Verifier
-    from search.evaluate import path_tolerance
+    from search.candidate_eval import path_tolerance
     inst = next(i for i in found if i.composite.name == TILE)
     with Verifier("llvm", trials=1, timeout=120) as v:
         verdict = v.verify(matmul, inst.program, path_tolerance([s.exactness for s in inst.steps]))

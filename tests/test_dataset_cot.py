@@ -1,5 +1,5 @@
 """Chain-of-thought traces: rendered from the rule block's ``@cot`` templates and the step's
-provenance, and every claim re-derived by the checker (dataset.cot, dataset.claims,
+provenance, and every claim re-derived by the checker (dataset.text.cot, dataset.check.claims,
 engine.rewrite.cot_template).
 
 Programs: small corpus programs (shrunk) chosen so that every strategy has steps, probe
@@ -17,8 +17,9 @@ from dataclasses import replace
 import pytest
 from conftest import EXAMPLES, corpus_records
 
-from dataset import claims, cot
-from dataset.shrink import shrink_program
+from dataset.text import cot
+from dataset.check import claims
+from dataset.generate.shrink import shrink_program
 from engine import Engine, load_program
 from engine.leir.diagnostics import LeirError
 from engine.leir.files import program_from_json
@@ -289,14 +290,14 @@ def test_the_docs_list_every_fact():
 
 
 def test_the_checker_shares_only_formats_and_templates_with_the_renderer():
-    """dataset.claims re-derives every fact itself: from dataset.cot it takes the formats and the
+    """dataset.check.claims re-derives every fact itself: from dataset.text.cot it takes the formats and the
     description sentence, never the facts or the renderer."""
     import ast
     from conftest import ROOT
-    tree = ast.parse((ROOT / "dataset" / "claims.py").read_text())
-    taken = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module in ("cot", "dataset.cot")
+    tree = ast.parse((ROOT / "dataset" / "check" / "claims.py").read_text())
+    taken = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module in ("text.cot", "dataset.text.cot")
              for a in n.names}
-    assert taken <= {"FORMATS", "INSTANCE_OPENING", "TAGS", "description_sentence", "display_name"}, taken
+    assert taken and taken <= {"FORMATS", "INSTANCE_OPENING", "TAGS", "description_sentence", "display_name"}, taken
 
 
 def test_a_loop_superscript_is_not_a_tensor_name():

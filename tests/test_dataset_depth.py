@@ -12,9 +12,9 @@ import pytest
 from test_dataset_generate import PROGRAMS as GENERATE_PROGRAMS
 from test_dataset_generate import lines, outputs
 
-from dataset import check as checker
-from dataset import generate
-from dataset.noop import noop_on_target, normalise
+from dataset.check import checker
+from dataset.generate import driver
+from dataset.generate.noop import noop_on_target, normalise
 
 PROGRAMS = {name: GENERATE_PROGRAMS[name] for name in ("softmax.leir", "matmul.leir")}
 ARGS = ["--per-program", "2", "--seed", "1", "--test-fraction", "0", "--timeout", "120", "--no-plots"]
@@ -31,7 +31,7 @@ def sources(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def deep(sources, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("deep")
-    assert generate.main([str(sources), "-o", str(out), *ARGS, "--depth", "3", "--walks", "2"]) == 0
+    assert driver.main([str(sources), "-o", str(out), *ARGS, "--depth", "3", "--walks", "2"]) == 0
     return out
 
 
@@ -70,7 +70,7 @@ def test_rows_at_every_depth_replay_from_their_path(deep, tmp_path, capsys):
 
 
 def test_the_source_rows_are_those_of_a_depth_1_job(sources, deep, tmp_path):
-    assert generate.main([str(sources), "-o", str(tmp_path), *ARGS]) == 0
+    assert driver.main([str(sources), "-o", str(tmp_path), *ARGS]) == 0
     flat = lines(tmp_path, "rows.jsonl")
     assert all(r["state"] == {"depth": 0, "path": [], "parent": None} for r in flat)
     assert all(r["noop_on_target"] is None for r in flat)          # llvm: no comparison made
@@ -78,7 +78,7 @@ def test_the_source_rows_are_those_of_a_depth_1_job(sources, deep, tmp_path):
 
 
 def test_depth_output_does_not_depend_on_workers(sources, deep, tmp_path):
-    assert generate.main([str(sources), "-o", str(tmp_path), *ARGS, "--depth", "3", "--walks", "2",
+    assert driver.main([str(sources), "-o", str(tmp_path), *ARGS, "--depth", "3", "--walks", "2",
                           "--workers", "2"]) == 0
     assert outputs(tmp_path) == outputs(deep)
 
@@ -110,8 +110,8 @@ def test_names_do_not_count_but_builtins_do():
 def test_a_step_that_changes_nothing_on_cuda_is_dropped_unless_kept(sources, tmp_path):
     args = [str(sources / "matmul.leir"), "--target", "cuda", "--strategies", "loop_parallelization,loop_reorder",
             "--seed", "1", "--test-fraction", "0", "--no-plots"]
-    assert generate.main([*args, "-o", str(tmp_path / "drop")]) == 0
-    assert generate.main([*args, "-o", str(tmp_path / "keep"), "--keep-noop"]) == 0
+    assert driver.main([*args, "-o", str(tmp_path / "drop")]) == 0
+    assert driver.main([*args, "-o", str(tmp_path / "keep"), "--keep-noop"]) == 0
     dropped, kept = lines(tmp_path / "drop", "rows.jsonl"), lines(tmp_path / "keep", "rows.jsonl")
     noops = [r for r in kept if r["noop_on_target"]]
     assert noops and all(r["step"]["strategy"] == "loop_parallelization" for r in noops)

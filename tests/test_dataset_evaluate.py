@@ -39,7 +39,7 @@ def steps():
 
 def make_dataset(folder: Path, steps, single_names, menu_names) -> Path:
     """rows.jsonl + train/ and test/ single.jsonl (the generator's formats) and menu.jsonl (docs/dataset.md)."""
-    from dataset import prompts
+    from dataset.text import row_format
     folder.mkdir(parents=True, exist_ok=True)
     base = tiny_program()
     order = ["loop_split", "loop_reorder", "cache_read_write"]
@@ -51,9 +51,9 @@ def make_dataset(folder: Path, steps, single_names, menu_names) -> Path:
         rows.append({"id": rid, "program": prog, "transformed": st.leir,
                      "step": {"strategy": st.strategy, "category": st.category},
                      "difficulty": {"bucket": "medium" if st.strategy == "loop_reorder" else "difficult"}})
-        chats.append({"id": rid, "messages": prompts.messages(prompts.single_prompt(prog), "<answer/>"),
+        chats.append({"id": rid, "messages": row_format.messages(row_format.single_prompt(prog), "<answer/>"),
                       "split": "test" if i < len(single_names) else "train"})
-    chats.append({"id": "train0", "messages": prompts.messages("Give the following IR of train0: ...", "x"),
+    chats.append({"id": "train0", "messages": row_format.messages("Give the following IR of train0: ...", "x"),
                   "split": "train"})
     rows.append(dict(rows[0], id="train0"))
     shown = [steps[s] for s in order] + [steps["loop_split"]]
@@ -96,7 +96,7 @@ def scripted(answers: dict, honour_n=True, delay=0.0):
 
 
 def evaluate(*args):
-    from dataset.evaluate import main
+    from dataset.evaluate.evaluation import main
     return main([str(a) for a in args])
 
 
@@ -132,7 +132,7 @@ def test_single_and_menu_metrics_on_known_answers(steps, tmp_path, capsys):
     assert d["reached"]["counts"] == {"loop_split": 1}
     assert d["claimed_categories"]["counts"] == {"operator": 5}
     m = res["menu"]
-    from dataset.eval_metrics import mean_interval, wilson
+    from dataset.evaluate.metrics import mean_interval, wilson
     baselines = m.pop("baselines")
     assert m == {"prompts": 5, "valid": 3, "valid_rate": 0.6, "valid_interval": wilson(3, 5), "agreement": 0.2,
                  "agreement_interval": wilson(1, 5), "agreement_of_valid": 0.333333,
@@ -155,7 +155,7 @@ def test_single_and_menu_metrics_on_known_answers(steps, tmp_path, capsys):
 
 
 def test_pass_at_k_with_a_server_ignoring_n(steps, tmp_path):
-    from dataset.eval_metrics import pass_at_k
+    from dataset.evaluate.metrics import pass_at_k
     assert pass_at_k(2, 1, 1) == 0.5 and pass_at_k(2, 1, 2) == 1.0 and pass_at_k(4, 1, 2) == 0.5
     ds = make_dataset(tmp_path / "ds", steps, ["half", "none"], [])
     answers = {"half": [free(steps["loop_split"].leir), free(WRONG)], "none": [free(WRONG), "prose"]}

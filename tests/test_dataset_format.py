@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from dataset import prompts
-from dataset.assemble import chat_single, held_out_types
-from dataset.menu import single_row_pairs
-from dataset.difficulty import bucket_of, difficulty, mix, score
-from dataset.filtering import (
+from dataset.text import row_format
+from dataset.assembly.assemble import chat_single, held_out_types
+from dataset.text.menu import single_row_pairs
+from dataset.assembly.difficulty import bucket_of, difficulty, mix, score
+from dataset.assembly.filtering import (
     EXPANSION,
     SIMPLIFICATION,
     MultiFilter,
@@ -26,20 +26,20 @@ PROGRAM = {"name": "Gemm_Swish", "leir": "L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a
 
 
 def test_known_info_is_the_papers_list():
-    assert prompts.known_info(PROGRAM) == (
+    assert row_format.known_info(PROGRAM) == (
         "'A' with the dtype torch.float32 and shape [728, 2022], 'J' with the dtype torch.float32 and shape "
         "[1243, 2022], 'K' with the dtype torch.float32 and shape [1243], and 'I' with the dtype torch.float32 "
         "and shape [728, 1243]")
     one = {"inputs": [], "outputs": [{"name": "G", "dtype": "f16", "shape": []}]}
-    assert prompts.known_info(one) == "'G' with the dtype torch.float16 and shape []"
+    assert row_format.known_info(one) == "'G' with the dtype torch.float16 and shape []"
 
 
 def test_single_prompt_is_the_papers_text_word_for_word():
     """On a row verified exactly; its keys are the label's (the paper's labels said 'applied_strategy')."""
-    text = prompts.single_prompt(PROGRAM)
+    text = row_format.single_prompt(PROGRAM)
     assert text == (
         "Give the following IR of Gemm_Swish: 'L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};];', where the known "
-        "variables are " + prompts.known_info(PROGRAM) + ". Do not change the names, shapes or dtypes of these "
+        "variables are " + row_format.known_info(PROGRAM) + ". Do not change the names, shapes or dtypes of these "
         "known variables in the IR. \nPlease give me a **numerically equivalent transformed** IR that produces "
         "exactly the same outputs for any floating-point inputs (bitwise identical), and also provide applied "
         "strategy in this transformed IR. \n Return the answer **only** as a valid JSON object with the following "
@@ -47,8 +47,8 @@ def test_single_prompt_is_the_papers_text_word_for_word():
 
 
 def test_multi_prompt_asks_for_at_least_k():
-    text = prompts.multi_prompt(PROGRAM, 3)
-    assert text.startswith(prompts.prefix(PROGRAM))
+    text = row_format.multi_prompt(PROGRAM, 3)
+    assert text.startswith(row_format.prefix(PROGRAM))
     assert text.endswith(
         "Please give me at least 3 different **numerically equivalent transformed** IRs that produces exactly the "
         "same outputs for any floating-point inputs (bitwise identical), and also provide applied strategy for "
@@ -58,30 +58,30 @@ def test_multi_prompt_asks_for_at_least_k():
 
 def test_only_rows_verified_exactly_are_promised_bitwise_identical_outputs():
     exact = {"step": {"exactness": "bitwise"}, "verification": {"tolerance": {"mode": "exact"}}}
-    assert prompts.verified_exactly(exact)
+    assert row_format.verified_exactly(exact)
     for step, mode in (("reassociates", "strict"), ("bitwise", "strict"), ("reassociates", "exact")):
-        assert not prompts.verified_exactly({"step": {"exactness": step}, "verification": {"tolerance": {"mode": mode}}})
-    for text in (prompts.single_prompt(PROGRAM, exact=False), prompts.multi_prompt(PROGRAM, 2, exact=False)):
+        assert not row_format.verified_exactly({"step": {"exactness": step}, "verification": {"tolerance": {"mode": mode}}})
+    for text in (row_format.single_prompt(PROGRAM, exact=False), row_format.multi_prompt(PROGRAM, 2, exact=False)):
         assert "bitwise identical" not in text and "exactly the same" not in text
         assert "numerically equivalent within the stated tolerance" in text and "rtol = 16*eps*sqrt(n)" in text
         assert text.endswith("'transformed_IR', 'applied_strategies'.")
-    assert prompts.single_prompt(PROGRAM, exact=False).startswith(prompts.prefix(PROGRAM))
+    assert row_format.single_prompt(PROGRAM, exact=False).startswith(row_format.prefix(PROGRAM))
 
 
 def test_labels_are_valid_json_with_the_prompts_keys_and_answers_split_back():
-    single = prompts.single_label("X;", "loop_split")
+    single = row_format.single_label("X;", "loop_split")
     assert json.loads(single) == {"transformed_IR": "X;", "applied_strategies": ["loop_split"]}
-    assert all(f"'{k}'" in prompts.single_prompt(PROGRAM) for k in json.loads(single))
-    multi = prompts.multi_label([("X;", "loop_split"), ("Y'\"", "loop_tiling")])
+    assert all(f"'{k}'" in row_format.single_prompt(PROGRAM) for k in json.loads(single))
+    multi = row_format.multi_label([("X;", "loop_split"), ("Y'\"", "loop_tiling")])
     assert json.loads(multi) == [{"idx": 0, "transformed_IR": "X;", "applied_strategies": ["loop_split"]},
                                  {"idx": 1, "transformed_IR": "Y'\"", "applied_strategies": ["loop_tiling"]}]
-    assert all(f"'{k}'" in prompts.multi_prompt(PROGRAM, 2) for k in json.loads(multi)[0])
-    answer = prompts.multi_answer(["first.", "second."], multi)
+    assert all(f"'{k}'" in row_format.multi_prompt(PROGRAM, 2) for k in json.loads(multi)[0])
+    answer = row_format.multi_answer(["first.", "second."], multi)
     assert answer == ("<think>These 2 transformed IRs can be individually analyzed as follows: 0. first.\n"
                       f"1. second.</think><answer>{multi}</answer>")
-    assert prompts.split_answer(answer) == (prompts.multi_think(["first.", "second."]), multi)
-    assert prompts.split_answer("<think>t<\\think><answer>a<\\answer>") == ("t", "a")
-    assert prompts.split_answer("no tags") is None
+    assert row_format.split_answer(answer) == (row_format.multi_think(["first.", "second."]), multi)
+    assert row_format.split_answer("<think>t<\\think><answer>a<\\answer>") == ("t", "a")
+    assert row_format.split_answer("no tags") is None
 
 
 def test_difficulty_score_and_buckets_follow_the_formula():
@@ -160,9 +160,9 @@ def test_preference_pairs_pair_only_significantly_different_verdicts():
     assert [(p["chosen_key"], p["rejected_key"]) for p in pairs] == [("k0", "k1"), ("k4", "k3"), ("k2", "k5")]
     p = pairs[0]
     assert (p["form"], p["chosen_verdict"], p["rejected_verdict"]) == ("single", "faster", "slower")
-    assert p["prompt"][0]["content"] == prompts.single_prompt(PROGRAM)
-    assert json.loads(prompts.split_answer(p["chosen"][0]["content"])[1])["transformed_IR"] == "T0;"
-    assert json.loads(prompts.split_answer(p["rejected"][0]["content"])[1])["transformed_IR"] == "T1;"
+    assert p["prompt"][0]["content"] == row_format.single_prompt(PROGRAM)
+    assert json.loads(row_format.split_answer(p["chosen"][0]["content"])[1])["transformed_IR"] == "T0;"
+    assert json.loads(row_format.split_answer(p["rejected"][0]["content"])[1])["transformed_IR"] == "T1;"
     assert (p["chosen_speedup"], p["rejected_speedup"]) == (1.9, 0.5)
     # ties and slowdowns among themselves, or a faster row without a partner: no pair; a higher point
     # estimate is no significant difference (ties are never chosen)
@@ -176,7 +176,7 @@ def test_per_program_sample_is_seeded_and_spread_over_strategies():
     import random
     from types import SimpleNamespace
 
-    from dataset.task import stratified_sample
+    from dataset.generate.task import stratified_sample
     steps = [SimpleNamespace(strategy=s, i=i) for i, s in enumerate(["a"] * 20 + ["b"] * 3 + ["c"] * 7)]
     pick = stratified_sample(steps, 9, random.Random("0:key"))
     assert Counter(s.strategy for s in pick) == {"a": 3, "b": 3, "c": 3}

@@ -20,8 +20,8 @@ from conftest import ROOT
 
 from engine.leir.diagnostics import LeirError
 
-from dataset import check as checker
-from dataset import generate
+from dataset.check import checker
+from dataset.generate import driver
 from lowering import measure as timing
 
 PROGRAMS = {
@@ -68,7 +68,7 @@ def sources(tmp_path_factory) -> Path:
 
 
 def run_generate(sources: Path, out: Path, *extra: str) -> None:
-    assert generate.main([str(sources), "-o", str(out), *ARGS, *extra]) == 0
+    assert driver.main([str(sources), "-o", str(out), *ARGS, *extra]) == 0
 
 
 REFERENCE_SECONDS: list[float] = []
@@ -100,7 +100,7 @@ def outputs(out: Path) -> dict[str, bytes]:
 
 def lines(out: Path, name: str) -> list[dict]:
     """A file's records; a training file's from its split files, train then test."""
-    from dataset.schema import SPLIT_FILES
+    from dataset.assembly.file_schema import SPLIT_FILES
     paths = [out / s / name for s in ("train", "test")] if name in SPLIT_FILES else [out / name]
     return [json.loads(l) for p in paths for l in p.read_text().splitlines()]
 
@@ -143,13 +143,13 @@ def test_bad_sources_are_notes_not_the_end_of_the_job(reference):
 
 def test_a_source_that_does_not_exist_or_holds_no_program_is_exit_2(sources, tmp_path, capsys):
     from engine.leir.cli import run_cli
-    assert run_cli(generate.main, [str(tmp_path / "nope.leir"), "-o", str(tmp_path / "o")]) == 2
+    assert run_cli(driver.main, [str(tmp_path / "nope.leir"), "-o", str(tmp_path / "o")]) == 2
     assert "nope.leir: error: no such file or folder" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
     only_bad = tmp_path / "bad"
     only_bad.mkdir()
     (only_bad / "broken.leir").write_text(PROGRAMS["broken.leir"])
-    assert run_cli(generate.main, [str(only_bad), "-o", str(tmp_path / "o")]) == 2
+    assert run_cli(driver.main, [str(only_bad), "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "error: no program to generate from: bad/broken.leir:4:" in err and not (tmp_path / "o").exists()
 
@@ -157,7 +157,7 @@ def test_a_source_that_does_not_exist_or_holds_no_program_is_exit_2(sources, tmp
 def test_a_folder_reads_only_program_files(tmp_path):
     """The quick start's `dataset.generate examples` reads the examples and the corpus's programs,
     not examples/corpus/reference_coverage.jsonl (records of strategies, not programs)."""
-    from dataset.sources import job_sources, resolve_sources
+    from dataset.generate.program_sources import job_sources, resolve_sources
     specs, notes = resolve_sources([str(ROOT / "examples")], None, "default", "f32", 1, 0)
     assert notes == [] and len(specs) == 5 + 99
     assert not any("reference_coverage" in sp["source"] for sp in specs)
@@ -171,7 +171,7 @@ def test_check_refuses_a_dataset_without_rows_unless_told(tmp_path, capsys):
     src.mkdir()
     (src / "matmul.leir").write_text(PROGRAMS["matmul.leir"])
     out = tmp_path / "out"
-    assert generate.main([str(src), "-o", str(out), "--max-points", "2", "--no-plots"]) == 0   # too big: no row
+    assert driver.main([str(src), "-o", str(out), "--max-points", "2", "--no-plots"]) == 0   # too big: no row
     capsys.readouterr()
     assert run_cli(checker.main, [str(out), "--sample", "0"]) == 1
     printed = capsys.readouterr().out
@@ -291,7 +291,7 @@ def test_no_output_file_names_a_path_of_the_machine(sources, reference):
 
 def test_chat_files_are_split_by_split_and_the_card_names_both(reference):
     import yaml
-    from dataset.schema import SPLIT_FILES
+    from dataset.assembly.file_schema import SPLIT_FILES
     rows = {r["id"]: r for r in lines(reference, "rows.jsonl")}
     types = {}
     for name in ("single.jsonl", "multi.jsonl", "single_trl.jsonl", "multi_trl.jsonl"):
@@ -350,7 +350,7 @@ def test_the_paper_mix_and_one_per_strategy_from_the_journal(sources, reference,
     """Assembly options: the copied job's tasks are all in its journal, so only assembly runs."""
     import shutil
 
-    from dataset.mix import MIXES, WITHIN
+    from dataset.assembly.mix import MIXES, WITHIN
     out = tmp_path / "mixed"
     shutil.copytree(reference, out)
     capsys.readouterr()
@@ -399,7 +399,7 @@ def test_time_labels_rows_with_interleaved_timings_that_check_rederives(sources,
     src.mkdir()
     (src / "matmul.leir").write_text(PROGRAMS["matmul.leir"])
     out = tmp_path / "out"
-    assert generate.main([str(src), "-o", str(out), "--per-program", "4", "--time", "--seed", "1", "--rounds", "6",
+    assert driver.main([str(src), "-o", str(out), "--per-program", "4", "--time", "--seed", "1", "--rounds", "6",
                           "--noise-floor", "0.05"]) == 0
     rows = lines(out, "rows.jsonl")
     machine = timing.machine_label("llvm")
@@ -441,8 +441,8 @@ def test_one_statement_changes_are_timed_by_their_kernels_with_statement_builds(
     opts = ["--per-program", "4", "--time", "--seed", "1", "--rounds", "6",
             "--strategies", "loop_split,loop_reorder,online_softmax,operator_fusion"]
     out, whole = tmp_path / "out", tmp_path / "whole"
-    assert generate.main([str(src), "-o", str(out), *opts, "--statement-builds"]) == 0
-    assert generate.main([str(src), "-o", str(whole), *opts]) == 0
+    assert driver.main([str(src), "-o", str(out), *opts, "--statement-builds"]) == 0
+    assert driver.main([str(src), "-o", str(whole), *opts]) == 0
     rows, wrows = lines(out, "rows.jsonl"), lines(whole, "rows.jsonl")
     assert [r["id"] for r in rows] == [r["id"] for r in wrows]
     by = [r for r in rows if r["timing"] and r["timing"]["method"] == "statements"]
@@ -465,7 +465,7 @@ def test_timing_options_need_time_and_enough_rounds(tmp_path):
                            (["--time", "--rounds", "5"], "--rounds 5 cannot give a 0.95 confidence interval"),
                            (["--time", "--confidence", "1"], "--confidence must be in [0.5, 1)")):
         with pytest.raises(LeirError, match=re.escape(message)):       # run_cli: "error: ...", exit 2
-            generate.main([str(tmp_path), "-o", str(tmp_path / "o"), *extra])
+            driver.main([str(tmp_path), "-o", str(tmp_path / "o"), *extra])
 
 
 @pytest.mark.long
@@ -510,7 +510,7 @@ def test_workloads_kernelbench_files_and_cuda_source(tmp_path):
     (src / "scaled_relu.py").write_text(KERNELBENCH)
     (src / "broken.py").write_text("import torch\nclass Model(:\n")
     out = tmp_path / "out"
-    assert generate.main([str(src), "--workloads", "Softsign", "--shapes", "test", "-o", str(out),
+    assert driver.main([str(src), "--workloads", "Softsign", "--shapes", "test", "-o", str(out),
                           "--per-program", "2", "--target", "cuda"]) == 0
     rows = lines(out, "rows.jsonl")
     names = {r["program"]["name"] for r in rows}
@@ -528,7 +528,7 @@ def test_workloads_kernelbench_files_and_cuda_source(tmp_path):
 def test_a_step_that_does_not_replay_is_a_failure_not_a_row(monkeypatch):
     """Engine.apply finds a step by (rule, site, params); a step it cannot find again (parameters
     that do not identify it) is a rule bug in failures.jsonl, not a row nobody could replay."""
-    from dataset.task import Runner
+    from dataset.generate.task import Runner
     from engine import Engine, parse_program
     program = parse_program(PROGRAMS["matmul.leir"], "matmul.leir")
     real = Engine.apply
@@ -551,7 +551,7 @@ def test_a_step_that_does_not_replay_is_a_failure_not_a_row(monkeypatch):
 
 
 def test_a_program_that_does_not_lower_is_skipped_with_its_reason(monkeypatch):
-    from dataset.task import Runner
+    from dataset.generate.task import Runner
     from engine import parse_program
     from lowering import Verdict, Verifier
     program = parse_program(PROGRAMS["matmul.leir"], "matmul.leir")

@@ -22,7 +22,7 @@ def entry(number, verdict, speedup, reason="why"):
 
 
 def test_the_answer_is_the_fastest_of_the_entries_measured_faster():
-    from dataset.menu import menu_answer
+    from dataset.text.menu import menu_answer
     # a tie with a higher point estimate than every faster entry is still not the answer
     entries = [entry(1, "faster", 1.2), entry(2, "tie", 1.9), entry(3, "faster", 1.5), entry(4, "slower", 0.5)]
     assert menu_answer(entries) == 3
@@ -33,14 +33,14 @@ def test_the_answer_is_the_fastest_of_the_entries_measured_faster():
 
 
 def test_no_answer_when_no_entry_is_measured_faster():
-    from dataset.menu import menu_answer, menu_pairs
+    from dataset.text.menu import menu_answer, menu_pairs
     entries = [entry(1, "tie", 1.02), entry(2, "slower", 0.7), entry(3, None, None)]
     assert menu_answer(entries) is None
     assert menu_pairs(entries, None) == []
 
 
 def test_menu_pairs_reject_only_slower_or_tied_entries_slowest_first():
-    from dataset.menu import PAIRS_PER_STATE, menu_pairs
+    from dataset.text.menu import PAIRS_PER_STATE, menu_pairs
     entries = [entry(1, "faster", 1.3), entry(2, "faster", 1.6), entry(3, "tie", 1.0), entry(4, "slower", 0.4),
                entry(5, "slower", 0.8), entry(6, None, None), entry(7, "slower", 0.9)]
     pairs = menu_pairs(entries, 2)
@@ -55,7 +55,7 @@ def _row(i, verdict, speedup):
 
 
 def test_single_pairs_need_a_significant_difference_of_verdicts():
-    from dataset.menu import single_pairs
+    from dataset.text.menu import single_pairs
     rows = [_row(1, "tie", 1.3), _row(2, "faster", 1.2), _row(3, "slower", 0.9), _row(4, "faster", 1.5),
             _row(5, "slower", 0.5)]
     got = [(a["id"], b["id"]) for a, b in single_pairs(rows)]
@@ -80,7 +80,7 @@ def test_the_menu_prompt_is_byte_for_byte_the_search_request(tmp_path, engine, s
     small model's --menu-size 6 --prompt-tokens 1000)."""
     from engine import load_program
 
-    from dataset.menu import question
+    from dataset.text.menu import question
     program = load_program(str(ROOT / "examples" / "softmax.leir"))
     flags = ["--menu-size", str(size[0]), "--prompt-tokens", str(size[1])] if size else []
     with FakeLLM(responder=menu_responder) as srv:
@@ -111,7 +111,7 @@ def test_the_menu_prompt_is_byte_for_byte_the_search_request(tmp_path, engine, s
 def test_menu_size_options_need_menu_and_are_recorded(tmp_path):
     from engine.leir.diagnostics import LeirError
 
-    from dataset.generate import main
+    from dataset.generate.driver import main
     for extra, message in ((["--menu-size", "6"], "--menu-size sets the menu question: use it with --menu"),
                            (["--time", "--menu", "--prompt-tokens", "0"], "--prompt-tokens must be at least 1")):
         with pytest.raises(LeirError, match=re.escape(message)):
@@ -126,8 +126,8 @@ def _step_of(engine, program, strategy):
 
 
 def test_a_trace_states_the_benefit_for_this_instance_and_the_checker_rederives_it(engine):
-    from dataset import cot
-    from dataset.claims import check_trace
+    from dataset.text import cot
+    from dataset.check.claims import check_trace
     p = tiny_program()
     s = _step_of(engine, p, "loop_parallelization")
     block = engine.strategy(s.strategy)
@@ -143,9 +143,9 @@ def test_a_trace_states_the_benefit_for_this_instance_and_the_checker_rederives_
 
 
 def test_the_measured_sentence_is_rederived_from_the_timing_record(engine):
-    from dataset import cot
-    from dataset.benefit import measured_sentence
-    from dataset.claims import check_trace
+    from dataset.text import cot
+    from dataset.text.benefit import measured_sentence
+    from dataset.check.claims import check_trace
     from lowering.measure import verdict_of
     p = tiny_program()
     s = _step_of(engine, p, "loop_parallelization")
@@ -175,8 +175,8 @@ BIG = ("B^{64}_{tx=0}L^{512}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{
 def test_a_timed_menu_job_writes_menu_rows_in_split_folders_that_check(tmp_path):
     from engine import parse_program
 
-    from dataset.check import check
-    from dataset.generate import main
+    from dataset.check.checker import check
+    from dataset.generate.driver import main
     prog = parse_program(BIG, name="softmax_rows", inputs=[{"name": "A", "dtype": "f32", "shape": [64, 512]}],
                          outputs=[{"name": "C", "dtype": "f32", "shape": [64, 512]}])
     src = tmp_path / "softmax_rows.leir"

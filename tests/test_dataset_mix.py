@@ -1,11 +1,12 @@
-"""The chat rows' facts and the mix on request (dataset.mix), on hand-made records: no engine, no TVM."""
+"""The chat rows' facts and the mix on request (dataset.assembly.mix), on hand-made records: no engine, no TVM."""
 from __future__ import annotations
 
 import json
 import random
 
-from dataset import mix, prompts
-from dataset.assemble import chat_multi, chat_single
+from dataset.assembly import mix
+from dataset.text import row_format
+from dataset.assembly.assemble import chat_multi, chat_single
 
 PROGRAM = {"name": "p", "leir": "L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};];",
            "inputs": [{"name": "A", "dtype": "f32", "shape": [4]}],
@@ -94,6 +95,6 @@ def test_an_empty_split_is_reported_not_mixed():
 
 
 def test_the_prompt_and_label_name_the_same_key():
-    label = json.loads(prompts.single_label("X;", "loop_split"))
+    label = json.loads(row_format.single_label("X;", "loop_split"))
     assert set(label) == {"transformed_IR", "applied_strategies"}
-    assert "'transformed_IR', 'applied_strategies'" in prompts.single_prompt(PROGRAM)
+    assert "'transformed_IR', 'applied_strategies'" in row_format.single_prompt(PROGRAM)

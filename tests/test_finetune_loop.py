@@ -125,7 +125,7 @@ def test_training_resumes_from_its_last_checkpoint_and_writes_a_model(trained):
 
 
 def test_the_trained_answer_is_the_menu_number(dataset, tiny, tmp_path):
-    from dataset.train_data import menu_examples
+    from dataset.train.training_examples import menu_examples
     rows = menu_examples([str(dataset)], "train", "number")
     row = json.loads(MENU.read_text().splitlines()[0])
     assert rows[0]["prompt"] == row["messages"][:-1]                 # the search's request as it is

@@ -12,6 +12,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FLOORS = ("engine", "lowering", "search", "dataset")          # from the ground up
 ABOVE_ALL = ("benchmarks", "tests")
+# dataset/'s stages from the ground up: its own top-level modules (journal, progress, timing),
+# translate and workloads supply programs to all; text a row says, then assembly, generation
+# (which calls the assembly), checking, evaluation, training (docs/architecture.md)
+DATASET_STAGES = ("", "text", "assembly", "generate", "check", "evaluate", "train")
+DATASET_SHARED = ("translate", "workloads")
 
 
 
@@ -59,6 +64,32 @@ def floor_violations(sources: dict[str, Path]) -> list[str]:
             top = mod.split(".")[0]
             if top in ABOVE_ALL or (top in FLOORS and FLOORS.index(top) > own):
                 bad.append(f"{rel}:{line}: {FLOORS[own]} imports {mod}")
+    return bad
+
+
+def _dataset_stage(module: str) -> int | None:
+    """The stage of a ``dataset`` module (its sub-package), None for a shared one."""
+    parts = module.split(".")
+    sub = parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in DATASET_STAGES + DATASET_SHARED) else ""
+    return None if sub in DATASET_SHARED else DATASET_STAGES.index(sub)
+
+
+def dataset_stage_violations(sources: dict[str, Path]) -> list[str]:
+    """``file:line: STAGE imports MODULE`` for each import, inside ``dataset``, of a later stage;
+    ``translate`` and ``workloads`` import no stage, and every stage may import them."""
+    bad = []
+    for name, path in sources.items():
+        if name.split(".")[0] != "dataset":
+            continue
+        own = _dataset_stage(name)
+        rel = path.relative_to(ROOT).as_posix()
+        for line, mod in imports_of(path, sources):
+            if mod.split(".")[0] != "dataset" or mod == "dataset":
+                continue
+            theirs = _dataset_stage(mod)
+            if theirs is not None and (own is None or theirs > own):
+                bad.append(f"{rel}:{line}: dataset.{DATASET_STAGES[own] if own is not None else name.split('.')[1]} "
+                           f"imports {mod}")
     return bad
 
 
@@ -116,6 +147,12 @@ def test_no_package_imports_a_floor_above_its_own(sources):
     assert floor_violations(sources) == []
 
 
+def test_dataset_stages_import_only_earlier_stages(sources):
+    assert {n.split(".")[1] for n in sources if n.count(".") > 1 and n.startswith("dataset.")} <= set(
+        DATASET_STAGES + DATASET_SHARED), "a dataset sub-package with no place in DATASET_STAGES"
+    assert dataset_stage_violations(sources) == []
+
+
 def test_no_import_cycles(sources):
     assert import_cycles(sources) == []
 
@@ -131,7 +168,15 @@ def test_the_checks_can_fail(tmp_path, monkeypatch):
     (tmp_path / "lowering" / "verifier.py").write_text("from . import run\n")
     (tmp_path / "lowering" / "run.py").write_text("import importlib\nimportlib.import_module('lowering.verifier')\n")
     (tmp_path / "dataset" / "b.py").write_text("from search import x\nfrom tests import conftest\n")
+    for sub in ("text", "check", "translate"):
+        (tmp_path / "dataset" / sub).mkdir()
+        (tmp_path / "dataset" / sub / "__init__.py").write_text("")
+    (tmp_path / "dataset" / "check" / "claims.py").write_text("from ..text import cot\n")
+    (tmp_path / "dataset" / "text" / "cot.py").write_text("def f():\n    from ..check.claims import g\n")
+    (tmp_path / "dataset" / "translate" / "graph.py").write_text("from dataset.text import cot\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     src = _sources()
     assert sorted(floor_violations(src)) == ["dataset/b.py:2: dataset imports tests", "engine/a.py:4: engine imports lowering"]
-    assert import_cycles(src) == [["lowering.run", "lowering.verifier"]]
+    assert sorted(import_cycles(src)) == [["dataset.check.claims", "dataset.text.cot"], ["lowering.run", "lowering.verifier"]]
+    assert sorted(dataset_stage_violations(src)) == ["dataset/text/cot.py:2: dataset.text imports dataset.check.claims",
+                                                     "dataset/translate/graph.py:1: dataset.translate imports dataset.text.cot"]

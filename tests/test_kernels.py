@@ -1,4 +1,4 @@
-"""Per-statement kernels (search.kernels), the e-graph of choices (search.egraph) and the
+"""Per-statement kernels (search.kernel_slots), the e-graph of choices (search.egraph) and the
 ``kernels`` algorithm (search.kernel_search): splitting, composing, mapping kernel steps back,
 extraction without enumerating the product, and a small end-to-end run that replays."""
 import pytest
@@ -49,7 +49,7 @@ def engine():
 
 
 def test_split_softmax_kernels_read_intermediates_as_inputs():
-    from search.kernels import split
+    from search.kernel_slots import split
     slots = split(load("softmax.leir"))
     assert [(s.start, s.stop) for s in slots] == [(0, 1), (1, 2), (2, 3)]
     assert [(decls(s.kernel.inputs), decls(s.kernel.outputs)) for s in slots] == [
@@ -62,7 +62,7 @@ def test_split_softmax_kernels_read_intermediates_as_inputs():
 
 
 def test_split_attention_six_kernels():
-    from search.kernels import split
+    from search.kernel_slots import split
     slots = split(load("attention.leir"))
     assert [(s.start, s.stop) for s in slots] == [(i, i + 1) for i in range(6)]
     got = [([d.name for d in s.kernel.inputs], decls(s.kernel.outputs)) for s in slots]
@@ -79,7 +79,7 @@ def test_split_attention_six_kernels():
 def test_in_place_update_joins_the_earlier_writer():
     """The bias add updates C in place (no init: C was written before, leir.md 7.3), so it is
     never isolated: it shares one kernel with the matmul that wrote C."""
-    from search.kernels import split
+    from search.kernel_slots import split
     slots = split(parse(LINEAR_BIAS))
     assert [(s.start, s.stop) for s in slots] == [(0, 2), (2, 3)]
     first = slots[0].kernel
@@ -89,7 +89,7 @@ def test_in_place_update_joins_the_earlier_writer():
 
 @pytest.mark.parametrize("name", ["softmax.leir", "attention.leir", "layernorm.leir", "conv2d.leir"])
 def test_compose_of_split_is_the_original(name):
-    from search.kernels import compose, split
+    from search.kernel_slots import compose, split
     p = load(name)
     slots = split(p)
     assert compose(p, slots, {}).to_leir() == p.to_leir()
@@ -98,7 +98,7 @@ def test_compose_of_split_is_the_original(name):
 
 
 def test_local_and_cross_statement_steps(engine):
-    from search.kernels import local_slot, split
+    from search.kernel_slots import local_slot, split
     p = load("softmax.leir")
     slots = split(p)
     by = {}
@@ -114,7 +114,7 @@ def test_local_and_cross_statement_steps(engine):
 
 def test_kernel_steps_replay_on_the_whole_program(engine):
     """A kernel variant two steps deep, mapped onto the whole program, gives the same slot."""
-    from search.kernels import map_steps, slot_key, split
+    from search.kernel_slots import map_steps, slot_key, split
     from engine.leir.canonical import renaming_key
     p = load("softmax.leir")
     slot = split(p)[2]
@@ -136,7 +136,7 @@ def test_kernel_step_with_a_taken_name_is_re_derived(engine):
     """A kernel's fresh tensor name may be taken in the whole program: the step is found again
     in the whole program's enumeration (same slot modulo renaming), and it replays."""
     from engine.leir.canonical import renaming_key
-    from search.kernels import map_steps, slot_key, split
+    from search.kernel_slots import map_steps, slot_key, split
     p = load("attention.leir")
     slot = split(p)[2]                      # G = max over J: the prefix-max step names a new tensor
     step = next(s for s in engine.enumerate(slot.kernel) if s.strategy == "normal_loop_max_to_prefix_max")
@@ -256,7 +256,7 @@ def test_kernels_run_within_budget_replays(tmp_path, engine, verifier):
             again = engine.apply(again, st)
         assert again.to_leir() == n["leir"]
     # the best program replays (search.replay's check, with the shared verifier: no new worker)
-    from search.evaluate import path_tolerance
+    from search.candidate_eval import path_tolerance
     best = traj.program
     for st in rec["best"]["steps"]:
         best = engine.apply(best, st)
@@ -314,7 +314,7 @@ def test_kernels_composes_the_cheapest_choice_and_replays(engine, verifier):
     replays with Engine.apply, the real verifier finds it equal, and the kernel sum predicts
     the table's whole-program time exactly."""
     from search import run_search
-    from search.evaluate import path_tolerance
+    from search.candidate_eval import path_tolerance
     program = parse(SMALL_SOFTMAX)
     table = TableVerifier(program)
     traj = run_search(program, options(budget=12), engine=engine, verifier=table, progress=lambda m: None)
@@ -391,7 +391,7 @@ def test_node_limit_stops_the_local_search_and_says_so(engine):
 
 def test_a_long_program_name_still_splits():
     from engine.leir.program import make_program
-    from search.kernels import split
+    from search.kernel_slots import split
     p = parse(SMALL_SOFTMAX)
     long = make_program("x" * 128, p.inputs, p.outputs, p.body)
     assert [len(s.kernel.name) for s in split(long)] == [128, 128, 128]

@@ -26,7 +26,7 @@ from engine.leir.files import load_programs, program_from_json
 from engine.rewrite.sampling import stratified_sample as _stratified
 from lowering import tolerance_for
 from conftest import EXAMPLES, corpus_records
-from dataset.shrink import POINT_LIMIT, points, shrink_program, size_map
+from dataset.generate.shrink import POINT_LIMIT, points, shrink_program, size_map
 
 SEED = 20240611
 TRIALS = 3

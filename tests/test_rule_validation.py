@@ -64,10 +64,10 @@ def call(main, argv, capsys):
 
 
 def _mains():
-    from dataset import generate
+    from dataset.generate import driver
     from engine import apply, enumerate as enum, equiv
     from search.__main__ import _main as search
-    return {"enumerate": enum.main, "apply": apply.main, "equiv": equiv.main, "generate": generate.main,
+    return {"enumerate": enum.main, "apply": apply.main, "equiv": equiv.main, "generate": driver.main,
             "search": search}
 
 
@@ -162,17 +162,17 @@ def test_argument_errors_name_the_flag_and_suggest(capsys):
 
 
 def test_search_and_generate_name_their_strategies_flag(tmp_path, capsys):
-    from dataset import generate
+    from dataset.generate import driver
     from search.__main__ import _main as search
     for main, argv in ((search, [PROGRAM, "-o", tmp_path / "t.json", "--strategy", "loop_splitt"]),
-                       (generate.main, [PROGRAM, "-o", tmp_path / "o", "--strategy", "loop_splitt"])):
+                       (driver.main, [PROGRAM, "-o", tmp_path / "o", "--strategy", "loop_splitt"])):
         rc, _, err = call(main, argv, capsys)
         assert rc == 2 and "error: --strategies: unknown strategy or strategy set 'loop_splitt' (did you mean " \
                            "'loop_split'" in err, err
 
 
 @pytest.mark.parametrize("module", ["engine.check", "engine.enumerate", "engine.apply", "engine.equiv", "engine.lint",
-                                    "dataset.generate", "dataset.check", "dataset.evaluate", "search.__main__",
+                                    "dataset.generate.driver", "dataset.check.checker", "dataset.evaluate.evaluation", "search.__main__",
                                     "search.replay", "search.batch", "search.tune", "lowering.crosscheck"])
 def test_help_is_whole_and_gives_every_default(module, monkeypatch):
     import argparse
@@ -196,9 +196,9 @@ def test_help_is_whole_and_gives_every_default(module, monkeypatch):
 
 
 def test_a_value_outside_a_flags_choices_gets_the_closest(tmp_path, capsys):
-    from dataset import generate
+    from dataset.generate import driver
     with pytest.raises(SystemExit) as ex:
-        generate.main([str(PROGRAM), "-o", str(tmp_path / "o"), "--backend", "locl"])
+        driver.main([str(PROGRAM), "-o", str(tmp_path / "o"), "--backend", "locl"])
     err = capsys.readouterr().err
     assert ex.value.code == 2 and "--backend: invalid choice: 'locl'" in err and "did you mean 'local'?" in err
 

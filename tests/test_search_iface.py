@@ -73,11 +73,11 @@ def test_cli_flags_come_from_the_options_registry():
 
 def test_database_appends_tolerates_a_torn_line_and_keys_by_original_target_machine(tmp_path):
     from search.costmodel import CostModel
-    from search.database import Database
+    from search.run_database import RunDatabase
     from search.features import FEATURES_VERSION, PROGRAM_FEATURES
     path = tmp_path / "db.jsonl"
     m = {"cpu": "x", "gpu": None, "cores": 2}
-    db = Database(str(path), machine=m)
+    db = RunDatabase(str(path), machine=m)
     n = len(PROGRAM_FEATURES)
     feats = {"version": FEATURES_VERSION, "program_features": [0.5] * (2 * n), "path_strategies": ["a"],
              "log_speedup": 0.3, "label": "parent"}
@@ -89,21 +89,21 @@ def test_database_appends_tolerates_a_torn_line_and_keys_by_original_target_mach
     assert len(lines) == 4 and all(json.loads(l)["kind"] in ("original", "outcome") for l in lines)
     with open(path, "a") as f:                       # a writer killed mid-line
         f.write('{"kind": "outcome", "run": "r1", "key": "k9"')
-    again = Database(str(path), machine=m)
+    again = RunDatabase(str(path), machine=m)
     assert again.torn == 1 and len(again.records) == 4
     assert set(again.outcomes("orig", "llvm")) == {"k1", "k2"}
     assert again.outcomes("orig", "cuda") == {} and set(again.outcomes("other", "llvm", run="r2")) == {"k3"}
-    assert Database(str(path), machine=dict(m, cores=8)).outcomes("orig", "llvm") == {}   # another machine
+    assert RunDatabase(str(path), machine=dict(m, cores=8)).outcomes("orig", "llvm") == {}   # another machine
     assert again.baseline("orig", "llvm", "r1") == {"median_ms": 1.0}
     again.add_outcome("r1", "orig", "llvm", "p", {"key": "k4", "status": "accepted"})    # after the torn line
-    assert set(Database(str(path), machine=m).outcomes("orig", "llvm")) == {"k1", "k2", "k4"}
+    assert set(RunDatabase(str(path), machine=m).outcomes("orig", "llvm")) == {"k1", "k2", "k4"}
     # the cost model's rows: outcomes with features labelled over their parent; an older --cost-db
     # row (labelled over the original, no label) is left out
     legacy = {k: v for k, v in dict(feats, program="p", original="orig", key="k0", target="llvm").items()
               if k != "label"}
     with open(path, "a") as f:
         f.write(json.dumps(legacy) + "\n")
-    db3 = Database(str(path), machine=m)
+    db3 = RunDatabase(str(path), machine=m)
     assert [r.get("key") for r in db3.cost_rows()] == ["k1"]
     assert [r.get("key") for r in db3.cost_rows(exclude_run="r1")] == []
     model = CostModel(("a", "b"))
@@ -112,7 +112,7 @@ def test_database_appends_tolerates_a_torn_line_and_keys_by_original_target_mach
 
 
 def test_resume_from_the_database_alone_redoes_no_sample(engine, verifier, tmp_path):
-    from search.database import Database
+    from search.run_database import RunDatabase
     from search.run import run_search
     db = tmp_path / "db.jsonl"
     opts = options(algorithm="greedy", policy="random", budget=3, confirm=0, database=str(db))
@@ -126,7 +126,7 @@ def test_resume_from_the_database_alone_redoes_no_sample(engine, verifier, tmp_p
     assert again["original"] == first["original"]                           # the baseline from the database
     assert [s["outcome"] for s in again["samples"]] == [s["outcome"] for s in first["samples"]]
     assert db.read_text().splitlines() == lines                              # nothing committed twice
-    assert Database(str(db)).records[-1]["kind"] == "outcome"
+    assert RunDatabase(str(db)).records[-1]["kind"] == "outcome"
 
 
 # ---------------------------------------------------------------- budget-aware policies

@@ -557,7 +557,7 @@ def test_prompt_builder_is_pure_and_importable_without_the_search_machinery(engi
     import subprocess
     import sys
     code = ("import sys, search.prompt, search.fragment, search.constraint; "
-            "bad = [m for m in ('search.run', 'search.policies', 'search.evaluate', 'lowering', 'tvm', 'openai') "
+            "bad = [m for m in ('search.run', 'search.policies', 'search.candidate_eval', 'lowering', 'tvm', 'openai') "
             "if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[1])})

@@ -26,7 +26,7 @@ def fake_base(folder: Path) -> Path:
 
 
 def train(capsys, *args) -> tuple[int, str]:
-    from dataset.train import main
+    from dataset.train.trainer import main
     rc = main([str(a) for a in args])
     err = capsys.readouterr().err
     return rc, err
@@ -79,8 +79,8 @@ def test_bad_inputs_name_the_file(tmp_path, capsys):
 
 
 def test_a_folder_with_a_run_is_resumed_or_restarted_never_overwritten(tmp_path, capsys):
-    from dataset.train import RESULT_OPTIONS, job_of, open_run, parser
-    from dataset.train_model import resolve_base
+    from dataset.train.trainer import RESULT_OPTIONS, job_of, open_run, parser
+    from dataset.train.base_model import resolve_base
     from engine.leir.diagnostics import LeirError
     base = fake_base(tmp_path / "base")
     a = parser().parse_args([str(tmp_path / "ds"), "-o", str(tmp_path / "out"), "--base", str(base)])
@@ -100,7 +100,7 @@ def test_a_folder_with_a_run_is_resumed_or_restarted_never_overwritten(tmp_path,
 
 
 def test_the_completion_is_the_menu_number_or_the_whole_answer(tmp_path):
-    from dataset.train_data import menu_examples
+    from dataset.train.training_examples import menu_examples
     row = menu_row()
     ds = dataset(tmp_path / "ds", [row, row | {"split": "test"}])
     (ds / "test").mkdir()
@@ -113,7 +113,7 @@ def test_the_completion_is_the_menu_number_or_the_whole_answer(tmp_path):
 
 
 def test_last_checkpoint_is_the_newest_complete_one(tmp_path):
-    from dataset.train import last_checkpoint
+    from dataset.train.trainer import last_checkpoint
     assert last_checkpoint(tmp_path) is None
     for step, complete in ((5, True), (10, True), (15, False)):       # 15: killed while it was written
         d = tmp_path / f"checkpoint-{step}"
@@ -127,7 +127,7 @@ def test_last_checkpoint_is_the_newest_complete_one(tmp_path):
 
 
 def test_wilson_intervals_and_the_bootstrap_are_the_known_values():
-    from dataset.eval_metrics import mean_interval, wilson
+    from dataset.evaluate.metrics import mean_interval, wilson
     assert wilson(5, 10) == [0.236593, 0.763407]
     assert wilson(0, 10) == [0.0, 0.277533] and wilson(10, 10) == [0.722467, 1.0]
     assert wilson(0, 0) is None
@@ -137,7 +137,7 @@ def test_wilson_intervals_and_the_bootstrap_are_the_known_values():
 
 
 def test_the_random_baseline_is_the_exact_expectation():
-    from dataset.eval_baselines import random_baseline
+    from dataset.evaluate.baselines import random_baseline
 
     def e(sp, verified=True):
         return {"speedup": sp, "verified": verified}
@@ -152,7 +152,7 @@ def test_the_random_baseline_is_the_exact_expectation():
 
 
 def test_the_comparison_table_has_one_row_per_chooser():
-    from dataset.eval_report import comparison_table
+    from dataset.evaluate.scorecard import comparison_table
     m = {"prompts": 10, "valid_rate": 1.0, "valid_interval": [0.72, 1.0], "agreement": 0.5,
          "agreement_interval": [0.24, 0.76], "mean_regret": 1.25, "regret_interval": [1.1, 1.4]}
     table = comparison_table({"tuned": m, "cost model": {"unavailable": "no prior"}})

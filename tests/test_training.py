@@ -5,7 +5,7 @@ same texts: no download, no hub access. The rows (tests/data/training/rows.jsonl
 rows of `python -m dataset.generate examples -o OUT --per-program 2 --time` (TIR text dropped), timed
 again with lowering.measure.compare_many, and two rows of one shrunk corpus program from `--per-program 4
 --time --shrink` (a faster and a slower one: the interleaved timings called none of the others faster);
-the chat, TRL and preference records are made from them by dataset.assemble, as the generator
+the chat, TRL and preference records are made from them by dataset.assembly.assemble, as the generator
 writes them. Needs the `train` extra (`pip install -e '.[train]'`)."""
 import copy
 import json
@@ -40,8 +40,8 @@ def files(tmp_path_factory):
     """single_trl.jsonl, multi_trl.jsonl, preferences.jsonl and preferences_menu.jsonl as
     dataset.generate writes them. The stored rows predate timing verdicts: each gets the verdict
     its speedup would have with a 5% noise floor; the menu row is a real one of `--time --menu`."""
-    from dataset.assemble import chat_multi, chat_single
-    from dataset.menu import menu_row_pairs, single_row_pairs
+    from dataset.assembly.assemble import chat_multi, chat_single
+    from dataset.text.menu import menu_row_pairs, single_row_pairs
     rows = [json.loads(line) for line in ROWS.read_text().splitlines()]
     for r in rows:
         sp = r["timing"]["speedup"]

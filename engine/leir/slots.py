@@ -1,7 +1,7 @@
 """A program as a sequence of standalone kernel programs, one per top-level statement (its
 *slots*): each statement is its own loop nest, so the program runs as its slots one after
 the other, its time is close to the sum of theirs, and a rewrite of one statement changes one
-slot. The search rewrites slots (``search.kernels``); the lowering builds, runs and times them
+slot. The search rewrites slots (``search.kernel_slots``); the lowering builds, runs and times them
 (``lowering.compose``, ``lowering.measure.statements``).
 
 A kernel's inputs are the tensors its statements read and do not write (program inputs, or

@@ -8,7 +8,7 @@ template of the block with its slots filled (dataset.md, "The chain-of-thought")
 
 Slots:
 
-* ``{FACT}``: a fact of the step that ``dataset.cot`` computes for any step, from the two
+* ``{FACT}``: a fact of the step that ``dataset.text.cot`` computes for any step, from the two
   programs and the site (``FACTS`` below: statements, loops, tensors, extents), written in the
   fact's own format;
 * ``{param.KEY}``: the rule's own parameter KEY (``Step.params``), written as `` `text` ``;
@@ -19,7 +19,7 @@ A template holds no other braces. A line that starts with ``RULE:`` (RULE the st
 or ``strategy/variant``, a rule of the block) applies to that rule only. For a step, its rule's
 own templates are tried first, then the block's other ones, in file order, then ``GENERIC``; the
 first whose slots all hold for the step is used (a fact that does not hold, or a parameter the
-rule does not write, skips the template). ``dataset.claims`` parses a trace back with the same
+rule does not write, skips the template). ``dataset.check.claims`` parses a trace back with the same
 templates and checks every slot by its name.
 
 Unknown facts, formats, rules and parameters are errors when the rule book loads (``engine.lint``
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from engine.rewrite.sexp import keyword, walk
 
-# fact -> (format, what it is); dataset.cot computes each, dataset.claims re-derives each
+# fact -> (format, what it is); dataset.text.cot computes each, dataset.check.claims re-derives each
 FACTS: dict[str, tuple[str, str]] = {
     # statements (top level, in program order)
     "removed": ("texts", "the statements the step removes"),

@@ -4,7 +4,7 @@ short prefix covers many strategies and not a hundred tilings of one loop.
 ``take_turns`` interleaves groups round by round; ``shuffled_groups`` groups items by a key and
 shuffles, seeded, the groups' order and each group. Every sampler is these two: the verification
 sweeps' and tests' ``stratified_sample`` (below), the dataset's sample of a program's steps
-(``dataset.task``), the search's menus (``search.question``) and its lookahead's continuations
+(``dataset.generate.task``), the search's menus (``search.question``) and its lookahead's continuations
 (``search.lookahead``). Deterministic for a given item order and generator."""
 from __future__ import annotations
 

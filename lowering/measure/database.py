@@ -2,7 +2,7 @@
 job on a machine (searches, datasets, cost-model training) so that nothing is measured twice.
 
 Each line is one record with a ``kind`` (``timing``: a paired comparison, ``lowering.measure.cache``;
-the search adds ``original`` and ``outcome`` records, ``search.database``), written once, under an
+the search adds ``original`` and ``outcome`` records, ``search.run_database``), written once, under an
 exclusive lock, and flushed: a killed writer loses at most the line it was writing; a torn last line
 is skipped when read and cut off before the next append; several processes may append at once.
 """

@@ -44,7 +44,7 @@ class Result:
     proposal: Proposal
     program: object
     key: str
-    outcome: object                      # search.evaluate.Outcome
+    outcome: object                      # search.candidate_eval.CandidateOutcome
     fresh: bool                          # paid for now (False: evaluated before in this run)
     path: list                           # strategies from the original to this state
     sample: Optional[int] = None

@@ -36,7 +36,7 @@ class CostPolicy(Policy):
         self.model = prior if prior is not None else CostModel(ctx.engine.strategies, options.seed)
         self.loaded = 0
         if ctx.database is not None:
-            from ..database import run_id
+            from ..run_database import run_id
             own = run_id(ctx.program.to_json(), options.to_json())
             for row in ctx.database.cost_rows(exclude_run=own):
                 self.loaded += self.model.add_row(row)

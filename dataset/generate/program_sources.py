@@ -172,7 +172,7 @@ def workload_specs(names: str, shapes: str, dtypes: str, variants: int, seed: in
     ``shapes``: ``default`` (the workload's sizes), ``test`` (its reduced test sizes) or
     ``random`` (``variants`` seeded samples of its varied sizes). ``dtypes``: a comma list of
     f16/f32/f64, or ``random`` (one seeded draw per variant)."""
-    from .workloads import DTYPES, registry, sample
+    from ..workloads import DTYPES, registry, sample
     reg = registry()
     wanted = list(reg) if names == "all" else [n.strip() for n in names.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in reg]

@@ -1,10 +1,10 @@
 """``python -m dataset.generate SOURCES... -o OUT``: verified Step-TP rows with chain-of-thought.
 
 One job is a set of tasks, one per program: each lists the program's one-step rewrites,
-verifies a seeded sample of them on TVM and renders their traces (``dataset.task``). The tasks
+verifies a seeded sample of them on TVM and renders their traces (``dataset.generate.task``). The tasks
 run in worker processes or on Ray (``engine.plumbing.jobs``); the driver commits each finished task
 to the journal (``dataset.journal``) and, when all are done, assembles every output file in
-program order (``dataset.assemble``). Killed at any moment and run again with the same
+program order (``dataset.assembly.assemble``). Killed at any moment and run again with the same
 command, a job finishes with exactly the rows of an uninterrupted run; the output does not
 depend on ``--workers`` or ``--backend``.
 """
@@ -182,7 +182,7 @@ def timing_options(args):
 
 
 def menu_options(args):
-    """False without --menu, else the question's size options (``dataset.menu.search_options``
+    """False without --menu, else the question's size options (``dataset.text.menu.search_options``
     asks it with them, as ``python -m search --menu-size N --prompt-tokens T`` does)."""
     given = [n for n, v in (("--menu-size", args.menu_size), ("--prompt-tokens", args.prompt_tokens)) if v is not None]
     if not args.menu:
@@ -253,12 +253,12 @@ def main(argv=None) -> int:
 def run(args) -> int:
     from engine.plumbing.jobs import backend as job_backend
 
-    from .assemble import Assembly, held_out_types
-    from .journal import Journal
-    from .progress import Progress
-    from .sources import job_sources, resolve_sources
+    from ..assembly.assemble import Assembly, held_out_types
+    from ..journal import Journal
+    from ..progress import Progress
+    from .program_sources import job_sources, resolve_sources
     from .task import RESULT_OPTIONS, task_id
-    from .worker import crashed_result
+    from .task_module import crashed_result
 
     t0 = time.perf_counter()
     out = Path(args.output)
@@ -283,7 +283,7 @@ def run(args) -> int:
         counts["failures"] += len(result["failures"])
         bar.advance(rows=counts["rows"], failures=counts["failures"])
 
-    backend = job_backend(args.backend, args.workers, "dataset.worker", crashed_result, address=args.address,
+    backend = job_backend(args.backend, args.workers, "dataset.generate.task_module", crashed_result, address=args.address,
                           log=str(journal.root / "workers.log"))
     try:
         backend.run(pending, options, commit)
@@ -318,11 +318,7 @@ def run(args) -> int:
     print(f"{stats['rows']} verified rows, {stats['failures']} failures (rule bugs), {skipped} sources skipped "
           f"-> {out} ({wall:.1f} s)", file=sys.stderr)
     if stats["mix"]:
-        from .mix import summary
+        from ..assembly.mix import summary
         print(f"mix {args.mix}:\n" + summary(stats["mix"]["splits"]), file=sys.stderr)
     return 0
 
-
-if __name__ == "__main__":
-    from engine.leir.cli import run_cli
-    sys.exit(run_cli(main))

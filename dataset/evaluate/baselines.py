@@ -9,15 +9,15 @@ choosers: the range a chooser without knowledge lands in on these menus.
 the prior predicts its log speedup from ``search.features.relative`` (the entry against the state,
 the path its one strategy: exactly the examples it was trained on) and the best prediction is
 the choice (the lowest number on equal predictions). Its choices are judged like a model's
-answers (``dataset.eval_judge.judge_menu``).
+answers (``dataset.evaluate.judge.judge_menu``).
 """
 from __future__ import annotations
 
 import json
 import random
 
-from .eval_judge import judge_menu
-from .eval_metrics import menu_metrics
+from .judge import judge_menu
+from .metrics import menu_metrics
 
 DRAWS = 10000
 

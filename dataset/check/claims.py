@@ -1,7 +1,7 @@
 """Re-derive every claim a chain-of-thought trace makes, from the step and the two programs.
 
 A trace is parsed back with the templates of the strategy's rule block (the ``@cot`` lines,
-engine.rewrite.cot_template) and the formats of ``dataset.cot``: that is all the two share.
+engine.rewrite.cot_template) and the formats of ``dataset.text.cot``: that is all the two share.
 Each slot is then checked by its name alone, with no knowledge of the strategy: a fact
 (``{removed}``, ``{loops}``, ...) against the same fact derived here, on its own, from the
 original and transformed programs and the step's site; a rule parameter (``{param.loop}``)
@@ -23,7 +23,7 @@ from engine.leir.parser import parse_body
 from engine.leir.printer import expr_to_str, item_to_str, loop_to_str, ref_to_str
 from engine.rewrite.cot_template import FACTS, Slot, applicable
 
-from .cot import FORMATS, INSTANCE_OPENING, TAGS, description_sentence, display_name
+from ..text.cot import FORMATS, INSTANCE_OPENING, TAGS, description_sentence, display_name
 
 _NAME = re.compile(r"([A-Z][a-z]*)\^\{[a-z]")      # a tensor reference (a loop's superscript is its extent)
 
@@ -480,7 +480,7 @@ def _match(body: str, templates, c: Context, params: dict):
 def _split_reasons(body: str, benefits) -> tuple[str, list, str | None]:
     """(instance part, [(benefit, its instance text)], problem) of a trace's body: the benefit
     sentences follow the instance part, one per ``@benefit`` of the block, in its order."""
-    from .benefit import NONE_SENTENCE, opening
+    from ..text.benefit import NONE_SENTENCE, opening
     heads = [NONE_SENTENCE if b == "none" else opening(b) for b in benefits]
     if not heads:
         return body, [], None
@@ -504,7 +504,7 @@ def check_trace(trace: str, strategy, before, after, step, timing=None) -> list[
     """Every claim of ``trace`` that does not hold (empty: the trace is true). ``strategy``: the
     rule block (``Engine.strategy(name)``); ``step``: a Step, or a dict with rule, site, params;
     ``timing``: the row's timing record (its measured sentence is re-derived from it)."""
-    from .benefit import TEMPLATES, measured_sentence
+    from ..text.benefit import TEMPLATES, measured_sentence
     head = description_sentence(strategy.name, strategy.meta["description"]) + INSTANCE_OPENING
     if not trace.startswith(head):
         return [f"the trace does not open with the description sentence of {strategy.name}"]

@@ -98,7 +98,7 @@ def menu_items(folder: Path, split: str, system_prompt: str) -> list[dict]:
 
 
 def _menu_items(path: Path, split: str, system_prompt: str) -> list[dict]:
-    from .schema import validator
+    from ..assembly.file_schema import validator
     v = validator(MENU_ROW)
     items = []
     for no, rec in _jsonl(path):

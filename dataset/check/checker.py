@@ -1,19 +1,19 @@
 """``python -m dataset.check OUT``: re-derive a generated dataset and report every disagreement.
 
-* every file against its schema (``dataset.schema``), the dataset card's configs against the
+* every file against its schema (``dataset.assembly.file_schema``), the dataset card's configs against the
   Parquet copies, and the Parquet copies against the JSON-lines files, row for row; each config
   loaded with ``datasets`` (when installed);
 * every row: its id, its difficulty from the rule block, its transformed program replayed
   through ``Engine.apply`` (byte for byte), its program replayed from the source along its
-  ``state.path`` and its ``noop_on_target`` re-derived (``dataset.check_states``), its TIR
-  text regenerated, every claim of its chain-of-thought re-derived from the step and the two programs (``dataset.claims``);
+  ``state.path`` and its ``noop_on_target`` re-derived (``dataset.check.state_replay``), its TIR
+  text regenerated, every claim of its chain-of-thought re-derived from the step and the two programs (``dataset.check.claims``);
 * every chat row: the paper's prompt text, a valid JSON label naming a verified row, the trace,
   the filter's decision (easy rates, medium cap, at least two items, no duplicate answer sets),
   whole program types in one split;
 * every timing (``--time``): speedup, interval and verdict re-derived from the recorded paired
   samples (``lowering.measure.stats.verdict_of``), the job's rounds, floor and confidence, one machine
   and target for the whole dataset; preference pairs only of a faster row and a slower or tied one;
-* every menu row (``dataset.check_menu``): its prompt asked again with the search's own function,
+* every menu row (``dataset.check.menu_rows``): its prompt asked again with the search's own function,
   each entry's verdict re-derived from its timing samples and its reason checked like a trace, the
   answer re-chosen; both preference files rebuilt from the rows and compared;
 * a seeded sample of rows verified again on TVM (``--sample N``, default 20);
@@ -27,13 +27,12 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
 from engine.leir.diagnostics import LeirError
 
-from .check_states import check_states
+from .state_replay import check_states
 
 MAX_SHOWN = 30
 
@@ -65,7 +64,7 @@ def _lines(path: Path, report: Report) -> list[dict]:
 def _read(out: Path, name: str, report: Report) -> list[dict]:
     """The records of one output file; a training file's split files joined (train, then test),
     each record's ``split`` checked against its folder."""
-    from .schema import SPLIT_FILES, SPLITS, file_path
+    from ..assembly.file_schema import SPLIT_FILES, SPLITS, file_path
     if name not in SPLIT_FILES:
         return _lines(out / name, report)
     recs = []
@@ -80,7 +79,7 @@ def _read(out: Path, name: str, report: Report) -> list[dict]:
 
 
 def check_schemas(out: Path, data: dict, report: Report) -> None:
-    from .schema import FILES, STATS, validator
+    from ..assembly.file_schema import FILES, STATS, validator
     for name, schema in FILES.items():
         v = validator(schema)
         for no, rec in enumerate(data.get(name, []), 1):
@@ -101,7 +100,7 @@ def check_card_and_parquet(out: Path, data: dict, report: Report) -> None:
     import pyarrow.parquet as pq
     import yaml
 
-    from .schema import CONFIGS, FILES, to_arrow
+    from ..assembly.file_schema import CONFIGS, FILES, to_arrow
     card = out / "README.md"
     if not card.exists():
         return report.add("README.md", "missing dataset card")
@@ -159,7 +158,7 @@ def check_datasets_load(out: Path, data: dict, report: Report) -> None:
         return
     import tempfile
 
-    from .schema import CONFIGS
+    from ..assembly.file_schema import CONFIGS
     datasets.disable_progress_bars()
     with tempfile.TemporaryDirectory() as cache:
         for config, name in CONFIGS.items():
@@ -212,8 +211,8 @@ class RowChecker:
         from lowering.tir import lower_to_tvmscript
 
         from .claims import check_trace
-        from .difficulty import difficulty
-        from .task import row_id
+        from ..assembly.difficulty import difficulty
+        from ..generate.task import row_id
         where = f"rows.jsonl:{no} ({row['id']}, {row['step']['strategy']})"
         rep = self.report
         step = row["step"]
@@ -263,11 +262,11 @@ class RowChecker:
 
 
 def check_chat(data: dict, rows: list[dict], options: dict, report: Report) -> None:
-    from . import prompts
-    from .assemble import chat_multi, chat_single
-    from .filtering import MEDIUM_CAP, keep_single
-    from .mix import one_per_strategy
-    from .schema import SPLITS
+    from ..text import row_format
+    from ..assembly.assemble import chat_multi, chat_single
+    from ..assembly.filtering import MEDIUM_CAP, keep_single
+    from ..assembly.mix import one_per_strategy
+    from ..assembly.file_schema import SPLITS
     by_id = {r["id"]: r for r in rows}
     seed = options.get("seed", 0)
     # single: exactly the rows the filter keeps (a seeded subsequence of them with --mix), each in
@@ -302,7 +301,7 @@ def check_chat(data: dict, rows: list[dict], options: dict, report: Report) -> N
     for no, c in enumerate(data.get("multi.jsonl", []), 1):
         where = f"multi.jsonl:{no}"
         user, answer = c["messages"][0]["content"], c["messages"][1]["content"]
-        parts = prompts.split_answer(answer)
+        parts = row_format.split_answer(answer)
         if parts is None:
             report.add(where, "assistant content is not <think>...</think><answer>...</answer>")
             continue
@@ -356,13 +355,13 @@ def _one(strategies):
 
 
 def _program_of_prompt(user: str, rows_by_program: dict):
-    from . import prompts
+    from ..text import row_format
     for key in rows_by_program:
         prog = json.loads(key)
-        head = prompts.prefix(prog)
+        head = row_format.prefix(prog)
         if user.startswith(head):
-            k = prompts.AT_LEAST.search(user[len(head):])
-            if k and user in (prompts.multi_prompt(prog, int(k[1]), True), prompts.multi_prompt(prog, int(k[1]), False)):
+            k = row_format.AT_LEAST.search(user[len(head):])
+            if k and user in (row_format.multi_prompt(prog, int(k[1]), True), row_format.multi_prompt(prog, int(k[1]), False)):
                 return key
     return None
 
@@ -370,8 +369,8 @@ def _program_of_prompt(user: str, rows_by_program: dict):
 def check_mix(data: dict, options: dict, report: Report) -> None:
     """With ``--mix``: the achieved mix stats.json reports is the mix of the chat files, split by
     split, and ``within`` says whether every share is within the promised points of its target."""
-    from .mix import WITHIN, Item, shares
-    from .schema import SPLITS
+    from ..assembly.mix import WITHIN, Item, shares
+    from ..assembly.file_schema import SPLITS
     name = options.get("mix")
     if not name:
         return
@@ -394,11 +393,11 @@ def check_mix(data: dict, options: dict, report: Report) -> None:
 
 
 def _check_single_text(where: str, c: dict, r: dict, report: Report) -> None:
-    from . import prompts
+    from ..text import row_format
     user, answer = c["messages"][0]["content"], c["messages"][1]["content"]
-    if user != prompts.single_prompt(r["program"], prompts.verified_exactly(r)):
+    if user != row_format.single_prompt(r["program"], row_format.verified_exactly(r)):
         report.add(where, "the prompt is not the single-answer prompt for this program and its exactness")
-    parts = prompts.split_answer(answer)
+    parts = row_format.split_answer(answer)
     if parts is None:
         return report.add(where, "assistant content is not <think>...</think><answer>...</answer>")
     if parts[0] != r["cot"]:
@@ -439,7 +438,7 @@ def check_splits(rows: list[dict], report: Report) -> None:
 def check_timings(rows: list[dict], options: dict, report: Report) -> None:
     """Every row's speedup, interval and verdict re-derived from its samples (dataset.timing),
     the job's timing options, and one machine and target for all timings."""
-    from .timing import dataset_problems
+    from ..timing import dataset_problems
     problems, ok = dataset_problems(rows, options.get("time"))
     for where, what in problems:
         report.add(where, what)
@@ -453,7 +452,7 @@ def check_stats(data: dict, rows: list[dict], report: Report) -> None:
     if stats.get("rows") != len(rows) or stats.get("rows_per_strategy") != dict(sorted(per.items())):
         report.add("stats.json", "row counts differ from rows.jsonl")
     if (options := stats.get("job", {})).get("time"):
-        from .timing import TimingTally
+        from ..timing import TimingTally
         tally = TimingTally()
         for r in rows:
             if r.get("timing"):
@@ -511,8 +510,8 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None, allow_
     """``rules``: the rule sources the dataset was generated with (Engine's ``rules``).
     A dataset without rows is a problem unless ``allow_empty`` (a generation that produced
     nothing is not a dataset that checks)."""
-    from .progress import Progress
-    from .schema import FILES
+    from ..progress import Progress
+    from ..assembly.file_schema import FILES
     report = Report()
     if not (out / "rows.jsonl").exists():
         raise LeirError(f"{out} holds no generated dataset (no rows.jsonl)")
@@ -549,7 +548,7 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None, allow_
     check_chat(data, rows, options, report)
     check_mix(data, options, report)
     check_timings(rows, options, report)
-    from .check_menu import check_menu
+    from .menu_rows import check_menu
     check_menu(data, rows, options, rules, report)
     check_stats(data, rows, report)
     reverify(rows, sample, int(options.get("seed") or 0), report)
@@ -588,7 +587,3 @@ def main(argv=None) -> int:
         print(f"{out}: {verdict} ({checked})")
     return 0 if not report.problems else 1
 
-
-if __name__ == "__main__":
-    from engine.leir.cli import run_cli
-    sys.exit(run_cli(main))

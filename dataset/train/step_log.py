@@ -14,7 +14,7 @@ def _clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-class Progress(TrainerCallback):
+class StepLog(TrainerCallback):
     def __init__(self, stage: str, stream=None):
         self.stage = stage
         self.stream = stream or sys.stderr

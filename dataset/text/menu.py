@@ -5,8 +5,8 @@ For a state (a program reached from a source by verified steps), ``menu_state`` 
 ``search.space.Space.menu``: the same entries, numbers and words), verifies every entry shown,
 times each one that passes against the state program (``lowering.measure.Measurer``: interleaved
 rounds, an interval and a verdict per entry; an entry the state's rows timed is not timed again) and renders each entry's reason: the rule block's
-description, what the step changes in this program (``dataset.cot``), what it can improve here
-(``dataset.benefit``) and its measured effect.
+description, what the step changes in this program (``dataset.text.cot``), what it can improve here
+(``dataset.text.benefit``) and its measured effect.
 
 The answer is the shown entry with the highest measured speedup among those whose verdict is
 ``faster`` (``menu_answer``); a state where no entry is faster gives no menu row: a tie or a slowdown
@@ -132,7 +132,7 @@ def menu_row_pairs(row: dict) -> list[dict]:
 
 def single_row_pairs(rows: list[dict], chat_single) -> list[dict]:
     """The single-answer-form preference pairs of one state's rows (``chat_single``: the row's
-    chat rendering, ``dataset.assemble.chat_single``)."""
+    chat rendering, ``dataset.assembly.assemble.chat_single``)."""
     out = []
     for fast, slow in single_pairs(rows):
         a, b = chat_single(fast)[0], chat_single(slow)[0]
@@ -160,7 +160,7 @@ def entry_reason(engine, program, step, timing) -> str | None:
 def menu_state(runner, program, parent_program=None, depth: int = 0, history=(), closed=(), verified=None,
                timed=None):
     """The menu row of a state, or None when no shown entry is measured faster. ``runner``: a
-    ``dataset.task.Runner`` (engine, verifier, options); ``verified``: step key -> whether the task
+    ``dataset.generate.task.Runner`` (engine, verifier, options); ``verified``: step key -> whether the task
     already found it equal (the entries it did not verify are verified here); ``timed``: step key ->
     the timing record the task already measured against this state (the others are timed here)."""
     eng, verifier, opts = runner.engine, runner.verifier, runner.options

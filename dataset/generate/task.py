@@ -23,9 +23,9 @@ from engine.leir.diagnostics import LeirError
 from engine.plumbing.records import json_nulls
 from engine.rewrite.sampling import shuffled_groups, take_turns
 
-from . import cot
-from .benefit import measured_sentence
-from .difficulty import difficulty
+from ..text import cot
+from ..text.benefit import measured_sentence
+from ..assembly.difficulty import difficulty
 from .noop import noop_on_target
 from .shrink import (
     WIDE_GRANULARITIES,
@@ -144,7 +144,7 @@ class Runner:
         if self._measurer is None:
             from lowering.measure import EvaluationDatabase, Measurer
 
-            from .timing import protocol_of_options
+            from ..timing import protocol_of_options
             db = EvaluationDatabase(self.options["database"]) if self.options.get("database") else None
             self._measurer = Measurer(self.verifier, protocol_of_options(self.options["time"]), database=db,
                                       statements=bool(self.options["time"].get("statements")))
@@ -291,9 +291,9 @@ class Runner:
             row["cot"] += measured_sentence(rec)      # "" when the measurement failed
 
     def _menu(self, st: State, out: dict, pairs: list, first_failure: int) -> None:
-        """The menu row of a state (``dataset.menu``), when an entry is measured faster; the
+        """The menu row of a state (``dataset.text.menu``), when an entry is measured faster; the
         entries this state's sample already verified and timed are not verified or timed again."""
-        from .menu import menu_state
+        from ..text.menu import menu_state
         verified = {r["step"]["key"]: True for r, _ in pairs}
         verified.update({f["step"]["key"]: False for f in out["failures"][first_failure:] if f["stage"] == "verify"})
         timed = {r["step"]["key"]: r["timing"] for r, _ in pairs}       # measured against this state
@@ -391,8 +391,8 @@ def resolve(spec: dict):
         except LeirError as e:
             raise e.located(spec.get("file") or spec["source"]) from None
     if kind == "workload":
-        from .translate import translate
-        from .workloads import instantiate, registry
+        from ..translate import translate
+        from ..workloads import instantiate, registry
         w = registry()[spec["workload"]]
         inst = instantiate(w, spec["shapes"], spec["dtype"], seed=spec.get("seed", 0))
         origin.update(workload=w.name, shapes=json.dumps(spec["shapes"], sort_keys=True), dtype=spec["dtype"])
@@ -405,8 +405,8 @@ def resolve(spec: dict):
         import tempfile
         from pathlib import Path
 
-        from .translate import translate
-        from .translate.kernelbench import load
+        from ..translate import translate
+        from ..translate.kernelbench import load
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / Path(spec["path"]).name
             path.write_text(spec["text"])

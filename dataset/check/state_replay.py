@@ -2,10 +2,10 @@
 
 A row's ``state.path`` is applied step by step with ``Engine.apply`` to the source program
 (the program of the depth-0 row its ``parent`` chain ends at), each step to the program the
-record of the step before holds (``dataset.walk.as_recorded``), each giving the program its
+record of the step before holds (``dataset.generate.walk.as_recorded``), each giving the program its
 record holds (``leir``) and the last one ``row["program"]``; the parent row's transformed
 program is the row's program and its path plus its step is the row's path. ``noop_on_target``
-is re-derived from the row's CUDA texts (``dataset.noop``), null on other targets, and true
+is re-derived from the row's CUDA texts (``dataset.generate.noop``), null on other targets, and true
 only in a job made with ``--keep-noop``.
 """
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _check_state(no: int, r: dict, by_id: dict, engine, replayed: dict, report) 
 
 
 def _check_noop(no: int, r: dict, options: dict, report) -> None:
-    from .noop import noop_on_target
+    from ..generate.noop import noop_on_target
     cuda = r.get("cuda") or {}
     want = noop_on_target(r["tir"]["target"], cuda.get("original"), cuda.get("transformed"))
     if r["noop_on_target"] != want:

@@ -1,9 +1,9 @@
 """``dataset.check`` of the menu rows and the preference pairs: every claim re-derived.
 
-A menu row's prompt is asked again (``dataset.menu.question``: the search's own function) and must
+A menu row's prompt is asked again (``dataset.text.menu.question``: the search's own function) and must
 be the row's, byte for byte, with the entries under the same numbers; each entry's verdict is
 re-derived from its timing samples (``lowering.measure.verdict_of``) and its reason re-checked like a
-row's trace (``dataset.claims``: description, instance part, benefit sentences, measured sentence);
+row's trace (``dataset.check.claims``: description, instance part, benefit sentences, measured sentence);
 the answer must be the entry ``menu_answer`` picks. The pair files must be exactly the pairs the
 rows give (``menu_row_pairs``, ``single_row_pairs``).
 """
@@ -15,10 +15,10 @@ import json
 def check_menu(data: dict, rows: list[dict], options: dict, rules, report) -> None:
     """``options``: the job's (seed, target, strategies: the question is asked over the job's
     strategies); ``rules``: the rule sources the dataset was made with."""
-    from .assemble import chat_single
-    from .states import by_state
-    from .menu import answer_content, menu_answer, menu_row_pairs, question, single_row_pairs
-    from .schema import SPLITS
+    from ..assembly.assemble import chat_single
+    from ..assembly.states import by_state
+    from ..text.menu import answer_content, menu_answer, menu_row_pairs, question, single_row_pairs
+    from ..assembly.file_schema import SPLITS
     menus = data.get("menu.jsonl", [])
     if menus:
         from engine import Engine

@@ -4,8 +4,8 @@ record, what it measurably did.
 One sentence per benefit the rule block declares, in its order: ``This can improve parallelism:
 the loop `i` becomes parallelized.`` The instance part after the colon is the first template of
 ``TEMPLATES[benefit]`` whose slots all hold for the step: the slots are the chain-of-thought's own
-facts and rule parameters (``engine.rewrite.cot_template`` syntax, filled by ``dataset.cot``,
-re-derived by ``dataset.claims``), so a benefit sentence states only what the two programs and the
+facts and rule parameters (``engine.rewrite.cot_template`` syntax, filled by ``dataset.text.cot``,
+re-derived by ``dataset.check.claims``), so a benefit sentence states only what the two programs and the
 provenance show. Each list ends with a slot-free sentence (the benefit's definition), used when no
 fact of the step bears on it. A block without ``@benefit`` gets no sentence; ``@benefit none`` says
 that the step improves nothing by itself.
@@ -112,8 +112,8 @@ def opening(benefit: str) -> str:
 
 
 def benefit_sentences(benefits, facts, params, fill) -> str:
-    """The sentences of a step (``facts``: ``dataset.cot.Facts``; ``params``: the step's;
-    ``fill``: ``dataset.cot.fill``, which renders a template's slots; passed in, since the
+    """The sentences of a step (``facts``: ``dataset.text.cot.Facts``; ``params``: the step's;
+    ``fill``: ``dataset.text.cot.fill``, which renders a template's slots; passed in, since the
     traces, which import this table, are what render it)."""
     out = []
     for b in benefits:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .eval_metrics import LADDER, PAPER_TABLE2
+from .metrics import LADDER, PAPER_TABLE2
 
 
 def _pct(v) -> str:

@@ -38,7 +38,7 @@ def machine_of(target: str) -> dict:
     return machine_label(target)
 
 
-class Database(EvaluationDatabase):
+class RunDatabase(EvaluationDatabase):
     """The evaluation database with the search's records (``original``, ``outcome``); its
     ``timing`` records are the paired-timing cache (``lowering.measure``)."""
 

@@ -24,7 +24,7 @@ ACCEPTED = "accepted"
 
 
 @dataclass
-class Outcome:
+class CandidateOutcome:
     """What verifying (and timing) one candidate state gave."""
 
     key: str
@@ -57,7 +57,7 @@ class Outcome:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Outcome":
+    def from_json(cls, d: dict) -> "CandidateOutcome":
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
@@ -72,7 +72,7 @@ def chain(parent_speedup: float, parent_ci: Optional[list], ratio: float, ci: li
     return parent_speedup * ratio, [lo * ci[0], hi * ci[1]]
 
 
-class Evaluator:
+class CandidateEvaluator:
     """Verifies candidates against one original and times them against their parent, on one target."""
 
     def __init__(self, original, target: str = "llvm", trials: int = 3, timeout: float = 300.0,
@@ -97,8 +97,8 @@ class Evaluator:
         self.verifier = verifier
         self.measurer = Measurer(verifier, protocol, cache=TimingCache(database))
         self.protocol = self.measurer.protocol
-        self.cache: dict[str, Outcome] = {}          # verifications, by state key
-        self.recorded: dict[str, Outcome] = dict(recorded or {})   # outcomes of an interrupted run
+        self.cache: dict[str, CandidateOutcome] = {}          # verifications, by state key
+        self.recorded: dict[str, CandidateOutcome] = dict(recorded or {})   # outcomes of an interrupted run
         self.baseline_ms: Optional[float] = None
         self.baseline: Optional[dict] = None
 
@@ -128,10 +128,10 @@ class Evaluator:
 
     # ------------------------------------------------------------------ candidates
 
-    def known(self, key: str) -> Optional[Outcome]:
+    def known(self, key: str) -> Optional[CandidateOutcome]:
         return self.cache.get(key)
 
-    def recorded_outcome(self, key: str) -> Optional[Outcome]:
+    def recorded_outcome(self, key: str) -> Optional[CandidateOutcome]:
         """An interrupted run's outcome of ``key`` (taken: a resumed run uses it once)."""
         return self.recorded.pop(key, None)
 
@@ -140,7 +140,7 @@ class Evaluator:
         slot's kernel)."""
         return self.verifier.verify(original, program, tolerance)
 
-    def evaluate(self, items: list[tuple], parent=None) -> list[tuple[Outcome, bool]]:
+    def evaluate(self, items: list[tuple], parent=None) -> list[tuple[CandidateOutcome, bool]]:
         """``items``: (program, renaming key, tolerance); ``parent``: the node they were proposed at
         (``search.space.Node``; None: the root). Returns (outcome, fresh) per item: verified against
         the original (a state verified before in this run comes from the cache: fresh False), and,
@@ -164,12 +164,12 @@ class Evaluator:
                 verdicts = [self.verifier.verify(self.original, p, t) for p, t in jobs]
             for i, v in zip(todo, verdicts):
                 prog, key, tol = items[i]
-                o = Outcome(key, ACCEPTED if v.equal else v.reason, v.message, tol, v.max_abs_err, seconds=v.seconds)
+                o = CandidateOutcome(key, ACCEPTED if v.equal else v.reason, v.message, tol, v.max_abs_err, seconds=v.seconds)
                 self.cache[key] = o
                 out[i] = (o, True)
         return self._time(items, out, parent)
 
-    def _time(self, items, out, parent) -> list[tuple[Outcome, bool]]:
+    def _time(self, items, out, parent) -> list[tuple[CandidateOutcome, bool]]:
         """Each accepted outcome timed against ``parent`` (one interleaved schedule for all of them;
         an outcome recorded against this parent is reused)."""
         from engine.leir.canonical import renaming_key

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from . import mix as mixing
-from . import prompts
+from ..text import row_format
 from .difficulty import BUCKETS, PAPER_MIX, mix
 from .filtering import (
     EXPANSION,
@@ -29,9 +29,9 @@ from .filtering import (
     keep_single,
     multi_subsets,
 )
-from .schema import CONFIGS, FILES, SPLIT_FILES, SPLITS, arrow_schema, file_path, to_arrow
+from .file_schema import CONFIGS, FILES, SPLIT_FILES, SPLITS, arrow_schema, file_path, to_arrow
 from .states import StateStats, by_state
-from .timing import TimingTally
+from ..timing import TimingTally
 
 OUTPUT_FILES = ("rows.jsonl", "failures.jsonl", "skipped.jsonl", "stats.json", "README.md")
 CHAT_KINDS = {"single": ("single.jsonl", "single_trl.jsonl"), "multi": ("multi.jsonl", "multi_trl.jsonl")}
@@ -99,8 +99,8 @@ def row_facts(row: dict) -> dict:
 
 
 def chat_single(row: dict) -> tuple[dict, dict]:
-    prompt = prompts.single_prompt(row["program"], prompts.verified_exactly(row))
-    answer = prompts.single_answer(row["cot"], prompts.single_label(row["transformed"], row["step"]["strategy"]))
+    prompt = row_format.single_prompt(row["program"], row_format.verified_exactly(row))
+    answer = row_format.single_answer(row["cot"], row_format.single_label(row["transformed"], row["step"]["strategy"]))
     return _chat(row["id"], prompt, answer, row["split"], row_facts(row))
 
 
@@ -109,9 +109,9 @@ def chat_multi(items: list[dict]) -> tuple[dict, dict]:
     whether any answer has one; the prompt promises bitwise identical outputs only when every
     answer was verified exactly."""
     program = items[0]["program"]
-    prompt = prompts.multi_prompt(program, len(items), all(prompts.verified_exactly(r) for r in items))
-    label = prompts.multi_label([(r["transformed"], r["step"]["strategy"]) for r in items])
-    answer = prompts.multi_answer([r["cot"] for r in items], label)
+    prompt = row_format.multi_prompt(program, len(items), all(row_format.verified_exactly(r) for r in items))
+    label = row_format.multi_label([(r["transformed"], r["step"]["strategy"]) for r in items])
+    answer = row_format.multi_answer([r["cot"] for r in items], label)
     rid = hashlib.sha256("|".join(r["id"] for r in items).encode()).hexdigest()[:16]
     each = [row_facts(r) for r in items]
     facts = {k: [f[k] for f in each] for k in each[0]}
@@ -120,7 +120,7 @@ def chat_multi(items: list[dict]) -> tuple[dict, dict]:
 
 
 def _chat(rid: str, prompt: str, answer: str, split: str, facts: dict) -> tuple[dict, dict]:
-    msgs = prompts.messages(prompt, answer)
+    msgs = row_format.messages(prompt, answer)
     return ({"id": rid, "messages": msgs, "split": split, **facts},
             {"id": rid, "prompt": msgs[:1], "completion": msgs[1:], "split": split, **facts})
 
@@ -196,8 +196,8 @@ class Assembly:
 
     def _preferences(self, rows: list[dict], menus: list[dict], split: str) -> None:
         """Preference pairs of the single form (rows of one state, by their verdicts) and the menu
-        rows with their pairs (``dataset.menu``)."""
-        from .menu import menu_row_pairs, single_row_pairs
+        rows with their pairs (``dataset.text.menu``)."""
+        from ..text.menu import menu_row_pairs, single_row_pairs
         for group in by_state(rows):       # a prompt is one state's program
             for p in single_row_pairs(group, chat_single):
                 self.files["preferences.jsonl"].write(p)

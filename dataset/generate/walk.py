@@ -42,7 +42,7 @@ class State:
     parent: str | None = None             # id of the row whose transformed program this is
     tir: str | None = None                # its lowered text, when the parent row has it
     cuda: str | None = None
-    # what the search's question at this state shows (dataset.menu): the parent program, one
+    # what the search's question at this state shows (dataset.text.menu): the parent program, one
     # {"strategy", "speedup"} per step from the source (speedup over the source: the product of the
     # steps' measured speedups, None when one was not measured), the path's states' renaming keys
     parent_program: object = None

@@ -3,7 +3,7 @@ evaluation of a served model on a generated dataset (its test split by default).
 
 Each prompt is sent to an OpenAI-compatible endpoint from ``--concurrency`` threads (a batching
 server answers them together); the answers are judged in this thread, in the dataset's order
-(``dataset.eval_judge``: parsed, never executed; checked against the known tensors; built, run
+(``dataset.evaluate.judge``: parsed, never executed; checked against the known tensors; built, run
 and compared in 3 trials), and each prompt's judged result is committed to a journal, once,
 atomically. Killed at any moment (``kill -9``) and run again, the job asks only the prompts
 not yet journalled and ends with the same results as an uninterrupted run. Results:
@@ -161,7 +161,7 @@ def negotiate(client, item: dict, opts: dict):
 def judge(item: dict, answers: dict, single_judge, form=None) -> dict:
     from engine.leir.files import program_from_json
 
-    from .eval_judge import judge_menu
+    from .judge import judge_menu
     base = {"kind": item["kind"], "id": item["id"], "usage": answers["usage"]}
     if item["kind"] == "menu":
         from search.constraint import in_menu_form
@@ -175,7 +175,7 @@ def judge(item: dict, answers: dict, single_judge, form=None) -> dict:
 
 
 def summarize(job: dict, results: list[dict], unfinished: int, baselines=None) -> dict:
-    from .eval_metrics import menu_metrics, single_metrics
+    from .metrics import menu_metrics, single_metrics
     single = [r for r in results if r["kind"] == "single"]
     menu = [r for r in results if r["kind"] == "menu"]
     menu_summary = menu_metrics(menu) if menu else None
@@ -205,7 +205,7 @@ def _main(argv) -> int:
             raise LeirError(f"{name} must be at least 1, got {val}")
     if a.retries < 0 or a.timeout <= 0 or a.llm_timeout <= 0:
         raise LeirError("--retries must be at least 0 and timeouts positive")
-    from .eval_items import load_items
+    from .items import load_items
     items = [it for it in load_items(a.dataset, a.split, a.system_prompt) if a.kind in ("all", it["kind"])]
     if a.limit is not None:
         items = items[:a.limit]
@@ -220,9 +220,9 @@ def run(a, items: list[dict]) -> int:
     from engine.leir.files import write_atomic
     from search.client import ChatClient
 
-    from .eval_report import markdown, plot
-    from .journal import Journal
-    from .progress import Progress
+    from .scorecard import markdown, plot
+    from ..journal import Journal
+    from ..progress import Progress
     out = Path(a.output) if a.output else Path(a.dataset) / f"eval-{_slug(a.model)}"
     out.mkdir(parents=True, exist_ok=True)
     opts = options_of(a)
@@ -237,7 +237,7 @@ def run(a, items: list[dict]) -> int:
     if any(it["kind"] == "single" for _, it in pending):
         from lowering import Verifier
 
-        from .eval_judge import SingleJudge
+        from .judge import SingleJudge
         verifier = Verifier(target=a.target, trials=a.trials, timeout=a.timeout, seed=a.seed,
                             log=str(journal.root / "workers.log"))
         single_judge = SingleJudge(verifier, a.tolerance, rules=a.rules)
@@ -295,7 +295,7 @@ def run(a, items: list[dict]) -> int:
     menus = [it for it in items if it["kind"] == "menu"]
     baselines = None
     if menus and not a.no_baselines:
-        from .eval_baselines import baselines as compute_baselines
+        from .baselines import baselines as compute_baselines
         baselines = compute_baselines(menus, a.target, a.seed, rules=a.rules)
     summary = summarize(job, results, unfinished, baselines)
     write_atomic(out / "results.json", json.dumps(summary, indent=1) + "\n")
@@ -328,6 +328,3 @@ def _headline(summary: dict, out: Path) -> str:
                      f"regret {m['mean_regret'] if m['mean_regret'] is not None else '-'}")
     return "; ".join(parts) + f" -> {out}/results.md"
 
-
-if __name__ == "__main__":
-    sys.exit(main())
