@@ -59,7 +59,8 @@ def test_mutants_through_every_reader_are_valid_or_a_located_error(tmp_path, cou
     # the mix is what it claims: many valid programs, many errors, every edit, hundreds through the CLI
     assert seen["valid"] >= count // 25 and seen["error"] >= count // 2, seen
     assert seen["through the CLI"] >= count // 5, seen
-    assert all(seen[op] >= 15 * count // 1000 for op in OPS), seen
+    # every edit, each 1.5% of the mutants at 1,000 (hypothesis's derandomized mix); at 400, each 1%
+    assert all(seen[op] >= (15 if count >= 1000 else 10) * count // 1000 for op in OPS), seen
 
 
 @pytest.mark.slow

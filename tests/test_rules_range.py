@@ -124,7 +124,7 @@ def _guarded_rules() -> dict[str, str]:
     """Every rule whose query uses a range relation, with its strategy, from the rules egglog runs."""
     book = load_rulebook()
     out = {}
-    for f in book.files[1:]:
+    for f in book.files[book.schema_count:]:           # the strategy files, not the schema's
         for form in read_sexps(book.text(f)):
             if form.head != "rule":
                 continue
