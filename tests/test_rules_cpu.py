@@ -77,6 +77,18 @@ def test_reduction_vectorization_guards(eng, body, inputs, outputs, why):
     assert steps(eng, prog(body, inputs, outputs), "reduction_vectorization") == [], why
 
 
+def test_reduction_vectorization_partials_stay_within_int32_indexing(eng):
+    """The partials hold X's elements times the lanes; from 2^31 elements on TVM cannot index them
+    (the corpus's Matmul4D offered such steps, which did not build). Enumerated and built, never run."""
+    big = prog("B^{1024}_{tx=0}L^{8}_{b=0}L^{16384}_{a=0}L^{64}_{c=0}[D^{f32,g}_{tx,b,a}=D^{f32,g}_{tx,b,a}+"
+               "A^{f32,g}_{tx,b,c}*C^{f32,g}_{c,a};];",
+               {"A": (1024, 8, 64), "C": (64, 16384)}, {"D": (1024, 8, 16384)})    # D: 2^27 elements
+    nbs = {params(n)["lanes"]: n for n in steps(eng, big, "reduction_vectorization")}
+    assert set(nbs) == {4, 8}                       # 16 lanes would make 2^31
+    from lowering.run import build
+    build(nbs[8].program)                           # 2^30 partials: the largest offered builds
+
+
 def test_register_blocking_tiles_rows_and_columns_around_the_reduction(eng):
     nbs = steps(eng, MM, "register_blocking")
     got = sorted((params(n)["rows"], params(n)["row_block"], params(n)["cols"], params(n)["col_block"]) for n in nbs)

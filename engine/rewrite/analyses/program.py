@@ -26,7 +26,7 @@ from engine.rewrite.analyses.loops import nest_facts
 from engine.rewrite.analyses.memory import memory_dce_facts
 from engine.rewrite.analyses.partial import partial_facts
 from engine.rewrite.analyses.tensor import tensor_facts
-from engine.rewrite.analyses.values import value_facts
+from engine.rewrite.analyses.values import size_facts, value_facts
 
 
 @dataclass
@@ -144,6 +144,7 @@ ANALYSES: tuple[Analysis, ...] = (
                    "Dead TableVar"), memory_dce_facts),
     Analysis("rules/math.egg and every reassociating rule", _rels("FiniteTensor InexactOK InexactWrites"),
              value_facts),
+    Analysis("tensor sizes (rules/cpu.egg)", _rels("TensorElems"), size_facts),
     Analysis("rules/graph.egg", _rels("FlatNest FissionCut Fusible SplitHost InlineProducer CommuteDisjoint"),
              graph_facts),
     Analysis("rules/graph.egg: tensor concat / split (S5/S6)", _rels("TensorSplitAxis TensorConcatAxis"),

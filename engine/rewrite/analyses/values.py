@@ -128,3 +128,13 @@ def value_facts(program, enc, found) -> None:
         if isinstance(node, Nest) and key in enc.item_paths and \
                 all(eq.lhs.name in inexact for _, eq in nest_equations(node, ())):
             per_key.setdefault(key, set()).add(("InexactWrites",))
+
+
+def size_facts(program, enc, found) -> None:
+    """(TensorElems X n): the element count of each tensor, so that a rule making a fresh tensor
+    from X can keep it within what TVM's int32 indexing reaches."""
+    for name, buf in sorted(program.info.buffers.items()):
+        n = 1
+        for m in buf.shape:
+            n *= m
+        found.glob.append(("TensorElems", name, n))
