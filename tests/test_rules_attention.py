@@ -362,3 +362,46 @@ def test_prefix_matmul_keeps_away_from_an_argmax(engine):
     assert texts(engine, att_prog(online[0]), S43)
     p = _with_argmax(online[0] + ARGMAX_ATT, [("S", [2, 6, 5]), ("K", [2, 5, 3])], [2, 6])
     assert texts(engine, p, S43) == []
+
+
+# ------------------------------------------------------------------ fresh tensors within int32 indexing
+
+def _rows_softmax(rows, n):
+    """A softmax of a broadcast row Y over `rows` rows: the prefix tensors hold rows * n elements
+    while every tensor of the program stays small."""
+    text = (f"L^{{{rows}}}_{{tx=0}}L^{{{n}}}_{{a=0}}[D^{{f32,g}}_{{tx}}=max(D^{{f32,g}}_{{tx}},Y^{{f32,g}}_{{a}}*X^{{f32,g}}_{{tx}});];"
+            f"L^{{{rows}}}_{{tx=0}}L^{{{n}}}_{{a=0}}[E^{{f32,g}}_{{tx}}=E^{{f32,g}}_{{tx}}+exp(Y^{{f32,g}}_{{a}}*X^{{f32,g}}_{{tx}}-D^{{f32,g}}_{{tx}});];"
+            f"L^{{{rows}}}_{{tx=0}}L^{{{n}}}_{{a=0}}[C^{{f32,g}}_{{tx}}=exp(Y^{{f32,g}}_{{a}}*X^{{f32,g}}_{{tx}}-D^{{f32,g}}_{{tx}})/E^{{f32,g}}_{{tx}};];")
+    return prog(text, [("Y", [n]), ("X", [rows])], [("C", [rows])])
+
+
+def test_prefix_tensors_stay_within_int32_indexing(engine):
+    """The prefix max and sum hold the reduced tensor's elements times the axis: from 2^31 on TVM
+    cannot index them, though the program's own tensors are small. Enumerated and built, never run."""
+    for st in (S39, S40, S41):
+        assert texts(engine, _rows_softmax(1 << 20, 1 << 11), st) == [], st     # 2^31: refused
+    (nb,) = family(engine, _rows_softmax(1 << 20, 1 << 10), [S41])              # 2^30: offered
+    from lowering.run import build
+    build(nb.program)
+
+
+def _attention(keys):
+    """Attention whose output (2^22 elements) times the key count is the flash accumulator's size."""
+    text = (f"B^{{64}}_{{tx=0}}L^{{1024}}_{{a=0}}L^{{{keys}}}_{{c=0}}[Q^{{f32,g}}_{{tx,a}}=max(Q^{{f32,g}}_{{tx,a}},S^{{f32,g}}_{{tx,a,c}});];"
+            f"B^{{64}}_{{tx=0}}L^{{1024}}_{{a=0}}L^{{{keys}}}_{{c=0}}[R^{{f32,g}}_{{tx,a}}=R^{{f32,g}}_{{tx,a}}+exp(S^{{f32,g}}_{{tx,a,c}}-Q^{{f32,g}}_{{tx,a}});];"
+            f"B^{{64}}_{{tx=0}}L^{{1024}}_{{a=0}}L^{{{keys}}}_{{c=0}}[W^{{f32,g}}_{{tx,a,c}}=exp(S^{{f32,g}}_{{tx,a,c}}-Q^{{f32,g}}_{{tx,a}})/R^{{f32,g}}_{{tx,a}};];"
+            f"B^{{64}}_{{tx=0}}L^{{1024}}_{{a=0}}L^{{64}}_{{c=0}}L^{{{keys}}}_{{d=0}}[O^{{f32,g}}_{{tx,a,c}}=O^{{f32,g}}_{{tx,a,c}}+W^{{f32,g}}_{{tx,a,d}}*K^{{f32,g}}_{{tx,d,c}};];")
+    return prog(text, [("S", [64, 1024, keys]), ("K", [64, keys, 64])], [("O", [64, 1024, 64])])
+
+
+def test_flash_accumulator_stays_within_int32_indexing(engine):
+    """flashattention_wo_tiling's accumulator holds the output's elements times the key count
+    (2^36 at batch*heads 32, 4096 keys, head size 128): refused from 2^31, built below."""
+    assert texts(engine, _attention(512), S42) == []                           # 2^22 * 2^9 = 2^31
+    big_online = family(engine, _attention(512), [S41])
+    assert big_online and texts(engine, big_online[0].program, S43) == []      # the same through S41
+    (nb,) = family(engine, _attention(256), [S42])                             # 2^30: offered
+    (online,) = family(engine, _attention(256), [S41])
+    assert texts(engine, online.program, S43) == [nb.leir]
+    from lowering.run import build
+    build(nb.program)

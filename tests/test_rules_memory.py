@@ -275,3 +275,16 @@ def test_cache_read_skips_guarded_reads(engine):
     for n in res.neighbours[:2]:
         r = verify(p, n.program, trials=3, tolerance="exact")
         assert r.ok and r.equal, (n.leir, r)
+
+
+def test_precompute_indices_table_stays_within_int32_indexing(engine):
+    """A two-loop table holds the product of the extents (i64 entries): from 2^31 entries TVM cannot
+    index it, though the program's tensors are small. Enumerated and built, never run."""
+    def conv(n):
+        return prog(f"L^{{{n}}}_{{a=0}}L^{{{n}}}_{{c=0}}[D^{{f32,g}}_{{a}}=D^{{f32,g}}_{{a}}+A^{{f32,g}}_{{a+c}};];",
+                    {"A": [2 * n - 1]}, {"D": [n]})
+    assert _neigh(engine, conv(1 << 16), "precompute_indices") == []         # 2^32 entries: refused
+    (nb,) = _neigh(engine, conv(1 << 15), "precompute_indices")              # 2^30: offered
+    assert nb.provenances[0].rule == "precompute_indices/sum"
+    from lowering.run import build
+    build(nb.program)

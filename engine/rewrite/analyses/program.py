@@ -144,7 +144,7 @@ ANALYSES: tuple[Analysis, ...] = (
                    "Dead TableVar"), memory_dce_facts),
     Analysis("rules/math.egg and every reassociating rule", _rels("FiniteTensor InexactOK InexactWrites"),
              value_facts),
-    Analysis("tensor sizes (rules/cpu.egg)", _rels("TensorElems"), size_facts),
+    Analysis("tensor sizes (rules/cpu.egg, attention.egg)", _rels("TensorElems"), size_facts),
     Analysis("rules/graph.egg", _rels("FlatNest FissionCut Fusible SplitHost InlineProducer CommuteDisjoint"),
              graph_facts),
     Analysis("rules/graph.egg: tensor concat / split (S5/S6)", _rels("TensorSplitAxis TensorConcatAxis"),
