@@ -18,7 +18,10 @@ loop above it fails its compact-dataflow check and ``RewriteParallelVectorizeUnr
 every schedule of the function (512 more failures a round, none measured); annotated loops are ones that post-processor
 leaves alone, so MetaSchedule leaves the scan as it is and schedules every other block as usual; the
 rows of a scan are independent, so its leading loops that no two iterations share are made parallel
-beforehand (``search.plain.parallel_scans``).
+beforehand (``search.plain.parallel_scans``). A float32 ``exp`` is TVM's ``T.exp`` there, not our
+vector arithmetic (``lowering.vecmath``): MetaSchedule's feature extraction rejects the ``T.Let``
+that writes it ("Do not have a default for prim.Let") and every softmax-like program failed, so it
+tunes the exp a TVM user writes (one ``expf`` call per lane), as in the tools users would otherwise pick.
 
 MetaSchedule can crash the process (TVM 0.27 with apache-tvm-ffi 0.1.15 segfaults in
 ``ToJSONGraph`` as soon as tuning starts; 0.1.14.post1 works): run this in a subprocess, as
@@ -91,7 +94,9 @@ def tune_module(program):
     from lowering.tir import from_tvmscript, lower_module
 
     from .plain import parallel_scans, plain_program
-    lowered = lower_module(parallel_scans(plain_program(program)), "llvm", vectorize=False)
+    # TVM's own exp: MetaSchedule's feature extraction rejects our exp's T.Let ("Do not have a default
+    # for prim.Let"), so it tunes what a TVM user writes (module doc)
+    lowered = lower_module(parallel_scans(plain_program(program)), "llvm", vectorize=False, vector_exp=False)
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": from_tvmscript(lowered.text)}))
     scans = scan_blocks(sch)
     for name in scans:

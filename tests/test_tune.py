@@ -117,6 +117,20 @@ def test_scan_blocks_are_what_the_postprocessor_rejected(engine):
     assert r["ok"] and r["rel_err"] < 1e-5
 
 
+def test_metaschedule_is_given_tvms_exp():
+    """Our exp as vector arithmetic is written with T.Let, and MetaSchedule failed every tuning of a
+    program with an exp on it ('Do not have a default for prim.Let': softmax, attention on
+    2026-11-28); the TIR it tunes uses TVM's exp (a real tuning: the slow test below)."""
+    from engine import load_program
+    from lowering.tir import lower_module
+    from search.plain import plain_program
+    from search.tune import tune_module
+    orig = load_program(EXAMPLES / "softmax.leir")
+    assert "T.Let" in lower_module(plain_program(orig), "llvm", vectorize=False).text
+    script = tune_module(orig)[0].script()
+    assert "T.Let" not in script and script.count("T.exp(") == 2
+
+
 @pytest.mark.slow
 def test_metaschedule_tunes_the_online_softmax():
     """A real tuning run (8 trials): before the plain form and the scan annotation, every schedule

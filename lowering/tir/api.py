@@ -7,9 +7,11 @@ from ..errors import LoweringError
 from .statements import Lowered, Lowerer
 
 
-def lower_module(program, target: str = "llvm", vectorize: bool = True) -> Lowered:
-    """The TVMScript of ``program`` for ``target`` with the scratch buffers ``main`` takes."""
-    return Lowerer(program, target, vectorize).run()
+def lower_module(program, target: str = "llvm", vectorize: bool = True, vector_exp: bool = True) -> Lowered:
+    """The TVMScript of ``program`` for ``target`` with the scratch buffers ``main`` takes.
+    ``vector_exp=False``: float32 ``exp`` as TVM's ``T.exp`` (one ``expf`` call per lane on llvm), not
+    ``lowering.vecmath``'s arithmetic, whose ``T.Let`` MetaSchedule cannot analyse."""
+    return Lowerer(program, target, vectorize, vector_exp).run()
 
 
 def lower_to_tvmscript(program, target: str = "llvm", vectorize: bool = True) -> str:

@@ -71,7 +71,7 @@ class Lowered:
 class Lowerer:
     """One program's TVMScript for one target, built line by line (``run``)."""
 
-    def __init__(self, prog, target: str, vectorize: bool):
+    def __init__(self, prog, target: str, vectorize: bool, vector_exp: bool = True):
         if target not in TARGETS:
             raise LoweringError(f"unknown target '{target}' (expected {' or '.join(TARGETS)})")
         self.allreduce: frozenset = frozenset()
@@ -82,6 +82,7 @@ class Lowerer:
         self.prog = prog
         self.target = target
         self.vectorize = vectorize
+        self.vector_exp = vector_exp
         self.info = prog.info
         self.lines: list[str] = []
         self.let_decls: list[str] = []
@@ -413,7 +414,7 @@ class Lowerer:
             axes = self._spatial_axes(depth, ei, {block_var(v) for v in vars_})
         declared = tvm_dtype(self.info.buffers[name].dtype)
         stored = self.dtype_of(name)
-        lets = self._let_vars if self.target == "llvm" else None
+        lets = self._let_vars if self.target == "llvm" and self.vector_exp else None
         ex = ExprLowerer(self.info.buffers, declared, self.elided, axes, self.storage, name, lets)
         lhs = ex.load(eq.lhs)
         first = len(self.let_decls)
