@@ -5,8 +5,9 @@ with what other programs taught instead of at random.
 
 A prior is only usable with the features it was trained on: the metadata names the feature
 version and every feature column, and ``load`` refuses (with the reason) anything else, except
-that a run may use strategies the model never saw: their path counts are columns the model has
-no split on (it never saw them non-zero), so they are left out of what it is given.
+the path counts of strategies only one side has: a strategy the model never saw is a column it
+has no split on (it never saw it non-zero), so it is left out of what the model is given; a
+strategy the run does not use is a path count that is always 0 in the run, so it is given as 0.
 """
 from __future__ import annotations
 
@@ -35,27 +36,34 @@ class Prior:
     booster: object          # xgboost.Booster
     meta: dict
     names: list[str]         # the model's feature columns
-    columns: Optional[list[int]] = None   # their positions in the run's feature matrix (None: the same)
+    # per model column, its position in the run's feature matrix, None for a path count of a
+    # strategy the run does not use (0 there); None: the same layout
+    columns: Optional[list[Optional[int]]] = None
 
     def margins(self, X) -> "object":
         """Predicted log speedups (numpy array) for a feature matrix in the run's column order."""
         import numpy as np
         import xgboost as xgb
         if self.columns is not None:
-            X = np.asarray(X)[:, self.columns]
+            X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
+            X = np.stack([X[:, c] if c is not None else np.zeros(len(X)) for c in self.columns], axis=1)
         return self.booster.predict(xgb.DMatrix(X, feature_names=self.names))
 
 
-def unseen_strategies(meta: dict, strategies: tuple[str, ...]) -> Optional[list[str]]:
-    """The run's strategies the model has no path column for, when that is the only difference
-    between its feature layout and the run's (None otherwise)."""
+def column_map(meta: dict, strategies: tuple[str, ...]) -> Optional[list[Optional[int]]]:
+    """Per model column, its position among the run's features (None: a path count of a strategy
+    the run does not use); None when the layouts differ in more than path counts."""
     want, have = feature_names(tuple(strategies)), list(meta.get("feature_names") or [])
-    if [n for n in want if n in set(have)] != have:
+    if [n for n in want if not n.startswith("path_")] != [n for n in have if not n.startswith("path_")]:
         return None
-    extra = [n for n in want if n not in set(have)]
-    if not extra or not all(n.startswith("path_") for n in extra):
-        return None
-    return [n.removeprefix("path_") for n in extra]
+    pos = {n: i for i, n in enumerate(want)}
+    return [pos.get(n) for n in have]
+
+
+def unseen_strategies(meta: dict, strategies: tuple[str, ...]) -> list[str]:
+    """The run's strategies the model has no path column for."""
+    have = set(meta.get("feature_names") or [])
+    return [s for s in strategies if f"path_{s}" not in have]
 
 
 def refusal(meta: dict, target: str, strategies: tuple[str, ...]) -> Optional[str]:
@@ -66,14 +74,14 @@ def refusal(meta: dict, target: str, strategies: tuple[str, ...]) -> Optional[st
                 f"these features are version {FEATURES_VERSION} (retrain: python -m search.costmodel train)")
     if meta.get("target") != target:
         return f"the shipped model was trained for target {meta.get('target')}, not {target}"
-    want = feature_names(tuple(strategies))
-    have = meta.get("feature_names")
-    if have != want and unseen_strategies(meta, strategies) is None:
-        extra = sorted(set(have or []) - set(want))
-        missing = sorted(set(want) - set(have or []))
+    if column_map(meta, strategies) is None:
+        want = feature_names(tuple(strategies))
+        have = meta.get("feature_names") or []
+        extra = sorted(set(have) - set(want))
+        missing = sorted(set(want) - set(have))
         what = "; ".join(p for p in (f"unknown to this run: {', '.join(extra[:4])}" if extra else "",
                                       f"not in the model: {', '.join(missing[:4])}" if missing else "") if p)
-        return f"the shipped model's feature layout differs from this run's strategy set ({what or 'order'})"
+        return f"the shipped model's feature layout differs from this run's ({what or 'order'})"
     return None
 
 
@@ -91,10 +99,10 @@ def load(target: str, strategies: tuple[str, ...], directory: Optional[Path] = N
     booster = xgb.Booster()
     booster.load_model(str(model))
     names = list(meta["feature_names"])
-    unseen = unseen_strategies(meta, strategies)
+    cols = column_map(meta, strategies)
+    same = cols == list(range(len(feature_names(tuple(strategies)))))
     note = f"shipped model: {meta.get('rows')} rows of {len(meta.get('programs', []))} programs"
-    if not unseen:
-        return Prior(booster, meta, names), note
-    want = feature_names(tuple(strategies))
-    return Prior(booster, meta, names, [want.index(n) for n in names]), (
-        f"{note} (strategies it was not trained on: {', '.join(unseen)})")
+    unseen = unseen_strategies(meta, strategies)
+    if unseen:
+        note += f" (strategies it was not trained on: {', '.join(unseen)})"
+    return Prior(booster, meta, names, None if same else cols), note
