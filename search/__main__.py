@@ -55,6 +55,9 @@ def _main(argv) -> int:
     if "," in opts.strategies:
         opts.strategies = [s.strip() for s in opts.strategies.split(",") if s.strip()]
     opts.validate()
+    if opts.policy in LLM_POLICIES:     # a server that cannot answer fails here (before the engine's 2 s), not per sample
+        from .client import check_endpoint
+        check_endpoint(opts.endpoint, opts.model, api_key_env=opts.api_key_env, timeout=min(opts.llm_timeout, 30.0))
     from engine import Engine
     from engine.rewrite.rule_sources import check_same_rules
     from engine.rewrite.unknown import UnknownStrategy
@@ -62,9 +65,6 @@ def _main(argv) -> int:
         engine = Engine(rules=a.rules, strategies=opts.strategies)
     except UnknownStrategy as e:
         raise e.for_flag("--strategies") from None
-    if opts.policy in LLM_POLICIES:               # a server that cannot answer fails here, not per sample
-        from .client import check_endpoint
-        check_endpoint(opts.endpoint, opts.model, api_key_env=opts.api_key_env, timeout=min(opts.llm_timeout, 30.0))
     resume = None
     if a.resume and os.path.exists(a.output):
         from .trajectory import load_trajectory
