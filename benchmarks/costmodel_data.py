@@ -1,18 +1,18 @@
 """Training moves for the cost model's prior: random searches over the corpus's training programs.
 
     PYTHONPATH=. .venv/bin/python benchmarks/costmodel_data.py -o out/costdata [--budget 24] [--points 16384]
-                                                               [--programs N] [--seed 0]
+                                                               [--programs N] [--seed 0] [--strategies paper,extra]
 
 Each corpus program that ``search.costtrain`` does not hold out (its name hash; ``--held-out``: each one it
 holds out, for the evaluation) is shrunk as
 ``dataset.generate --shrink`` does (to about ``--points`` iteration points) and searched with the
-``random`` policy, greedy, composite moves on, ``--budget`` samples: every accepted sample is a move
+``random`` policy, greedy, composite moves on, the search's default strategy set (``--strategies``), ``--budget`` samples: every accepted sample is a move
 (one step or a composite move) timed against the node it was made at in paired rounds, at the root
 and deeper, which is exactly what the ``cost`` policy ranks. One trajectory per program in
 ``OUT/trajectories`` (resumable: a finished one is skipped), and one evaluation database
 ``OUT/evals.jsonl``. Then::
 
-    python -m search.costmodel train OUT/trajectories [DATASET_DIR...] -o search/models/llvm.json
+    python -m search.costmodel train OUT/trajectories [DATASET_DIR...] -o search/models/llvm.json --strategies paper,extra
 """
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ def main(argv=None) -> int:
     ap.add_argument("--points", type=int, default=16384, help="shrink programs to about this many points")
     ap.add_argument("--programs", type=int, default=0, help="at most this many programs (0: all training ones)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--strategies", default=None,
+                    help="the strategy set searched (default: the search's, so the prior knows every move it ranks)")
     ap.add_argument("--held-out", action="store_true",
                     help="the programs the training holds out instead (rows to evaluate the model on: "
                          "benchmarks/costmodel.py)")
@@ -52,7 +54,8 @@ def main(argv=None) -> int:
     if a.programs:
         train = train[:a.programs]
     (a.out / "trajectories").mkdir(parents=True, exist_ok=True)
-    engine = Engine(strategies="paper")
+    strategies = a.strategies or SearchOptions().strategies
+    engine = Engine(strategies=strategies)
     db = RunDatabase(str(a.out / "evals.jsonl"), machine=machine_of("llvm"))
     load0 = os.getloadavg()
     t0 = time.perf_counter()
@@ -67,7 +70,7 @@ def main(argv=None) -> int:
             small, _ = shrink_with_granularity(prog, a.points, WIDE_GRANULARITIES)
             small = small or smallest_instance(prog)[0] or prog
             opts = SearchOptions(algorithm="greedy", policy="random", budget=a.budget, seed=a.seed,
-                                 composites="on", confirm=0)
+                                 composites="on", confirm=0, strategies=strategies)
             try:
                 traj = run_search(small, opts, engine=engine, verifier=verifier, out=str(path), database=db,
                                   progress=lambda m: None)
@@ -78,7 +81,7 @@ def main(argv=None) -> int:
             acc = sum(1 for s in traj.record["samples"] if s.get("status") == "accepted")
             print(f"[{done}/{len(train)}] {r['name']}: {acc} accepted of {traj.samples} samples "
                   f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-    print(json.dumps({"programs": done, "budget": a.budget, "seconds": round(time.perf_counter() - t0, 1),
+    print(json.dumps({"programs": done, "budget": a.budget, "strategies": strategies, "seconds": round(time.perf_counter() - t0, 1),
                       "load_average_before": [round(x, 2) for x in load0],
                       "load_average_after": [round(x, 2) for x in os.getloadavg()]}))
     return 0

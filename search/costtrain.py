@@ -224,13 +224,17 @@ def _main(argv: list[str] | None) -> int:
                                                 "trajectories (python -m search -o TRAJ.json) or folders of them")
     t.add_argument("-o", "--output", required=True, help="model file (TARGET.json; metadata beside it)")
     t.add_argument("--target", default="llvm", choices=("llvm", "cuda"))
-    t.add_argument("--strategies", default="paper", help="strategy set of the feature layout (the search's)")
+    t.add_argument("--strategies", default=None,
+                   help="strategy set of the feature layout (default: the search's, paper,extra)")
     t.add_argument("--holdout", type=float, default=HOLDOUT, help="share of programs held out by name hash")
     t.add_argument("--rounds", type=int, default=PRIOR_ROUNDS, help="boosting rounds")
     t.add_argument("--cv", type=int, default=5, help="program-grouped folds of the cross-validation "
                                                       "reported in the metadata (0: none)")
     t.add_argument("--data-command", default="", help="the command that made the datasets (kept in the metadata)")
     a = ap.parse_args(argv)
+    if a.strategies is None:
+        from .options import SearchOptions
+        a.strategies = SearchOptions().strategies
     if not 0.0 <= a.holdout < 1.0:
         raise LeirError("--holdout must be in [0, 1)")
     if a.cv == 1 or a.cv < 0:

@@ -5,7 +5,7 @@ and built for llvm. A step the engine offers must build (issue 29).
 JSON line per program to ``DIR/sweep-K-of-N.jsonl`` (neighbours, failures with strategy, rule,
 site, parameters and TVM's message, seconds) and resumes where it stopped: programs already
 written are skipped, and a program whose sweep died (a TVM crash) is swept again with every
-build in a worker process, where a crash is a "crashed" failure. ``--report DIR`` sums the
+build in a worker process, where a crash is a "crashed" failure. ``--report -o DIR`` sums the
 files: neighbours built, failures by rule and message. tests/test_build_sweep.py runs it
 (whole corpus: slow; a sample of every rule: default run).
 
