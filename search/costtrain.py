@@ -24,7 +24,7 @@ from engine.leir.diagnostics import LeirError
 from engine.leir.files import json_lines
 
 from .costprior import meta_path_of
-from .features import FEATURES_VERSION, PROGRAM_FEATURES, feature_names, program_features, relative
+from .features import DEFAULT_STRATEGIES, FEATURES_VERSION, PROGRAM_FEATURES, feature_names, program_features, relative
 
 PRIOR_PARAMS = {"max_depth": 4, "eta": 0.05, "subsample": 1.0, "min_child_weight": 2.0, "lambda": 1.0,
                 "objective": "reg:squarederror", "nthread": 1, "tree_method": "exact", "seed": 0}
@@ -224,17 +224,14 @@ def _main(argv: list[str] | None) -> int:
                                                 "trajectories (python -m search -o TRAJ.json) or folders of them")
     t.add_argument("-o", "--output", required=True, help="model file (TARGET.json; metadata beside it)")
     t.add_argument("--target", default="llvm", choices=("llvm", "cuda"))
-    t.add_argument("--strategies", default=None,
-                   help="strategy set of the feature layout (default: the search's, paper,extra)")
+    t.add_argument("--strategies", default=DEFAULT_STRATEGIES,
+                   help=f"strategy set of the feature layout (default: the search's, {DEFAULT_STRATEGIES})")
     t.add_argument("--holdout", type=float, default=HOLDOUT, help="share of programs held out by name hash")
     t.add_argument("--rounds", type=int, default=PRIOR_ROUNDS, help="boosting rounds")
     t.add_argument("--cv", type=int, default=5, help="program-grouped folds of the cross-validation "
                                                       "reported in the metadata (0: none)")
     t.add_argument("--data-command", default="", help="the command that made the datasets (kept in the metadata)")
     a = ap.parse_args(argv)
-    if a.strategies is None:
-        from .options import SearchOptions
-        a.strategies = SearchOptions().strategies
     if not 0.0 <= a.holdout < 1.0:
         raise LeirError("--holdout must be in [0, 1)")
     if a.cv == 1 or a.cv < 0:

@@ -15,6 +15,8 @@ from engine.leir.ast import BinOp, Call, Ref, Var, loop_vars, walk
 
 FEATURES_VERSION = 1
 
+DEFAULT_STRATEGIES = "paper,extra"     # the search's strategy set (SearchOptions.strategies): the prior's path columns
+
 PROGRAM_FEATURES = (
     "log_work",            # log2 of all equation iterations
     "log_bytes_touched",   # log2 of bytes read and written by all equations

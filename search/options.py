@@ -16,6 +16,7 @@ from lowering.measure.stats import CONFIDENCE, LOOK_EVERY, NOISE_FLOOR, ROUNDS, 
 
 from .algorithms import ALGORITHMS
 from .constraint import MODES
+from .features import DEFAULT_STRATEGIES
 from .policies import POLICIES
 
 ALGORITHM_NAMES = tuple(ALGORITHMS)
@@ -50,7 +51,7 @@ class SearchOptions:
     target: str = opt("llvm", "search", "where candidates are built, verified and timed: llvm (this CPU) or cuda",
                       choices=TARGET_NAMES)
     seed: int = opt(0, "search", "seed of every random choice of the run")
-    strategies: str = opt("paper,extra", "search",
+    strategies: str = opt(DEFAULT_STRATEGIES, "search",
                           "strategy set or comma-separated names and sets (all, paper, extra, user, bitwise, graph, "
                           "operator, memory, math; default paper,extra: the paper's 43 and the project's own "
                           "(dead code elimination, vectorised reductions, register blocking); your own strategies "
