@@ -25,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from search.features import DEFAULT_STRATEGIES  # noqa: E402 - after the path
+
 CORPUS = ROOT / "examples" / "corpus" / "programs.jsonl"
 
 
@@ -35,7 +37,7 @@ def main(argv=None) -> int:
     ap.add_argument("--points", type=int, default=16384, help="shrink programs to about this many points")
     ap.add_argument("--programs", type=int, default=0, help="at most this many programs (0: all training ones)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--strategies", default=None,
+    ap.add_argument("--strategies", default=DEFAULT_STRATEGIES,
                     help="the strategy set searched (default: the search's, so the prior knows every move it ranks)")
     ap.add_argument("--held-out", action="store_true",
                     help="the programs the training holds out instead (rows to evaluate the model on: "
@@ -54,7 +56,7 @@ def main(argv=None) -> int:
     if a.programs:
         train = train[:a.programs]
     (a.out / "trajectories").mkdir(parents=True, exist_ok=True)
-    strategies = a.strategies or SearchOptions().strategies
+    strategies = a.strategies
     engine = Engine(strategies=strategies)
     db = RunDatabase(str(a.out / "evals.jsonl"), machine=machine_of("llvm"))
     load0 = os.getloadavg()

@@ -4,6 +4,8 @@ infinity (FiniteTensor: the exponential and pivot splits need finite operands).
 """
 from __future__ import annotations
 
+import math
+
 from engine.leir.ast import BinOp, Call, Compare, Nest, Num, Ref, Unary, equations, refs, walk
 from engine.rewrite.analyses.common import nest_equations
 
@@ -134,7 +136,4 @@ def size_facts(program, enc, found) -> None:
     """(TensorElems X n): the element count of each tensor, so that a rule making a fresh tensor
     from X can keep it within what TVM's int32 indexing reaches."""
     for name, buf in sorted(program.info.buffers.items()):
-        n = 1
-        for m in buf.shape:
-            n *= m
-        found.glob.append(("TensorElems", name, n))
+        found.glob.append(("TensorElems", name, math.prod(buf.shape)))
