@@ -42,6 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from search.features import DEFAULT_STRATEGIES  # noqa: E402  (the search's strategy set: the menus must match)
+
 CORPUS = ROOT / "examples" / "corpus" / "programs.jsonl"
 CHUNK = 20
 SHRINK_POINTS = 16384      # dataset.generate --shrink's default target
@@ -88,7 +90,8 @@ def generate(src: Path, dest: Path, a) -> None:
         return
     run(["-m", "dataset.generate", src, "-o", dest, "--time", "--menu", "--menu-size", a.menu_size,
          "--prompt-tokens", a.prompt_tokens, "--rounds", "10", "--shrink", "--max-points", "4194304",
-         "--per-program", "1", "--seed", "0", "--no-plots", "--workers", a.workers, "--test-fraction", "0"],
+         "--per-program", a.per_program, "--seed", "0", "--no-plots", "--workers", a.workers, "--test-fraction", "0",
+         "--strategies", a.strategies, "--depth", a.depth, "--walks", a.walks],
         dest.with_suffix(".log"))
 
 
@@ -237,7 +240,8 @@ def heldout_programs(a) -> list[Path]:
 
 def search_cmd(prog: Path, dest: Path, policy: str, seed: int, a, url=None, model=None) -> list:
     cmd = ["-m", "search", prog, "-o", dest, "--algorithm", "greedy", "--policy", policy, "--budget", a.budget,
-           "--seed", seed, "--menu-size", a.menu_size, "--prompt-tokens", a.prompt_tokens, "--quiet"]
+           "--seed", seed, "--menu-size", a.menu_size, "--prompt-tokens", a.prompt_tokens,
+           "--strategies", a.strategies, "--composites", "off", "--quiet"]
     if url:
         cmd += ["--endpoint", url, "--model", model, "--max-tokens", "8", "--llm-timeout", "600"]
     return cmd
@@ -354,6 +358,15 @@ def main(argv=None) -> int:
     ap.add_argument("--menu-size", type=int, default=6)
     ap.add_argument("--prompt-tokens", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--strategies", default=DEFAULT_STRATEGIES,
+                    help="strategy set of the menus, in the data and in every search (default the search's)")
+    ap.add_argument("--depth", type=int, default=1,
+                    help="data phase: rows from states up to D-1 verified steps from each program (dataset.generate "
+                         "--depth; default 1)")
+    ap.add_argument("--walks", type=int, default=1, help="data phase: walks per program with --depth > 1 (default 1)")
+    ap.add_argument("--per-program", type=int, default=1,
+                    help="data phase: rewrites verified and timed per state besides its menu (dataset.generate "
+                         "--per-program; the walks go on from these rows: with 1, a second walk finds the only one taken)")
     ap.add_argument("--max-steps", type=int, default=60)
     ap.add_argument("--grad-accum", type=int, default=4)
     ap.add_argument("--lr", type=float, default=2e-4)

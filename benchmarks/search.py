@@ -342,6 +342,8 @@ def phase_torch(a, progs):
             for name, shapes in HELDOUT:
                 runs = [{"best": {"speedup": d["speedup"], "leir": d["leir"]}} for d in held.values()
                         if d["program"] == name and d["budget"] == a.budget and d.get("leir")]
+                if not runs:            # not searched (no heldout phase): the original is not "ours"
+                    continue
                 prog = library_program(name, shapes)
                 todo.append((name, shapes, best_program(runs, prog) or prog))
         for name, shapes, prog in todo:
