@@ -114,6 +114,15 @@ def test_nothing_moves_out_of_a_guarded_branch(engine):
         "L^{8}_{c=0}[C^{f32,g}_{c}=D^{f32,g}_{c}+E^{f32,g}_{c};];"]
 
 
+def test_a_branch_under_a_value_condition_moves_out(engine):
+    # A_{c} > 0 narrows no loop range: exp(A_{c}) is read in bounds at every iteration (ELU's form)
+    p = prog("L^{8}_{c=0}[D^{f32,g}_{c}=if_then_else(A^{f32,g}_{c}>0,A^{f32,g}_{c},exp(A^{f32,g}_{c})-1);];",
+             {"A": (F, [8])}, {"D": (F, [8])})
+    out = leirs(engine, p, "expression_splitting")
+    assert "L^{8}_{c=0}[C^{f32,g}_{c}=exp(A^{f32,g}_{c});];" \
+           "L^{8}_{c=0}[D^{f32,g}_{c}=if_then_else(A^{f32,g}_{c}>0,A^{f32,g}_{c},C^{f32,g}_{c}-1);];" in out
+
+
 def test_expression_reorder_before_expected(engine):
     body = ("B^{4}_{tx=0}[D^{f32,g}_{tx}=A^{f32,g}_{tx}*2;];"
             "B^{4}_{tx=0}[E^{f32,g}_{tx}=A^{f32,g}_{tx}+1;];"
