@@ -93,6 +93,36 @@ def test_cse_before_expected(engine):
         "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=F^{f32,g}_{tx,a}/E^{f32,g}_{tx};];"]
 
 
+# A guarded read: A_{c-1} is read only where c-1 >= 0. The walks of the dataset reach such states
+# (a multiplicative split by a neighbour); moving the branch out would read A_{-1}.
+GUARDED = "L^{8}_{c=0}[D^{f32,g}_{c}=A^{f32,g}_{c}*if_then_else(c-1<0,1,A^{f32,g}_{c-1}+1);];"
+GUARD_ONLY = "L^{8}_{c=0}[E^{f32,g}_{c}=if_then_else(c-1<0,1,A^{f32,g}_{c-1}+1);];"
+
+
+def test_nothing_moves_out_of_a_guarded_branch(engine):
+    split = prog(GUARDED, {"A": (F, [8])}, {"D": (F, [8])})
+    assert leirs(engine, split, "expression_splitting") == [
+        GUARD_ONLY.replace("E^", "C^") + "L^{8}_{c=0}[D^{f32,g}_{c}=A^{f32,g}_{c}*C^{f32,g}_{c};];"]
+    twice = prog(GUARDED + "L^{8}_{c=0}[C^{f32,g}_{c}=D^{f32,g}_{c}+if_then_else(c-1<0,1,A^{f32,g}_{c-1}+1);];",
+                 {"A": (F, [8])}, {"C": (F, [8])})
+    for strategy in ("expression_splitting", "common_subexpression_elimination"):
+        en = engine.enumerate(twice, strategies=[strategy], validate=True)
+        assert en.invalid == [], strategy
+        assert all("=A^{f32,g}_{c-1}+1;" not in nb.leir for nb in en.neighbours), strategy
+    assert leirs(engine, twice, "common_subexpression_elimination") == [
+        GUARD_ONLY + "L^{8}_{c=0}[D^{f32,g}_{c}=A^{f32,g}_{c}*E^{f32,g}_{c};];"
+        "L^{8}_{c=0}[C^{f32,g}_{c}=D^{f32,g}_{c}+E^{f32,g}_{c};];"]
+
+
+def test_a_branch_under_a_value_condition_moves_out(engine):
+    # A_{c} > 0 narrows no loop range: exp(A_{c}) is read in bounds at every iteration (ELU's form)
+    p = prog("L^{8}_{c=0}[D^{f32,g}_{c}=if_then_else(A^{f32,g}_{c}>0,A^{f32,g}_{c},exp(A^{f32,g}_{c})-1);];",
+             {"A": (F, [8])}, {"D": (F, [8])})
+    out = leirs(engine, p, "expression_splitting")
+    assert "L^{8}_{c=0}[C^{f32,g}_{c}=exp(A^{f32,g}_{c});];" \
+           "L^{8}_{c=0}[D^{f32,g}_{c}=if_then_else(A^{f32,g}_{c}>0,A^{f32,g}_{c},C^{f32,g}_{c}-1);];" in out
+
+
 def test_expression_reorder_before_expected(engine):
     body = ("B^{4}_{tx=0}[D^{f32,g}_{tx}=A^{f32,g}_{tx}*2;];"
             "B^{4}_{tx=0}[E^{f32,g}_{tx}=A^{f32,g}_{tx}+1;];"
