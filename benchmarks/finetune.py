@@ -153,7 +153,7 @@ def llama_server(gguf: Path, alias: str, log: Path, threads: int):
     """llama.cpp's OpenAI-compatible server on a free port of 127.0.0.1; stopped on exit."""
     port = _free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", alias, "--host",
-           "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", str(threads), "--n_threads_batch",
+           "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads", str(threads), "--n_threads_batch",
            str(threads), "--verbose", "False"]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as f:
