@@ -56,8 +56,7 @@ def main(argv=None) -> int:
     if a.programs:
         train = train[:a.programs]
     (a.out / "trajectories").mkdir(parents=True, exist_ok=True)
-    strategies = a.strategies
-    engine = Engine(strategies=strategies)
+    engine = Engine(strategies=a.strategies)
     db = RunDatabase(str(a.out / "evals.jsonl"), machine=machine_of("llvm"))
     load0 = os.getloadavg()
     t0 = time.perf_counter()
@@ -72,7 +71,7 @@ def main(argv=None) -> int:
             small, _ = shrink_with_granularity(prog, a.points, WIDE_GRANULARITIES)
             small = small or smallest_instance(prog)[0] or prog
             opts = SearchOptions(algorithm="greedy", policy="random", budget=a.budget, seed=a.seed,
-                                 composites="on", confirm=0, strategies=strategies)
+                                 composites="on", confirm=0, strategies=a.strategies)
             try:
                 traj = run_search(small, opts, engine=engine, verifier=verifier, out=str(path), database=db,
                                   progress=lambda m: None)
@@ -83,7 +82,7 @@ def main(argv=None) -> int:
             acc = sum(1 for s in traj.record["samples"] if s.get("status") == "accepted")
             print(f"[{done}/{len(train)}] {r['name']}: {acc} accepted of {traj.samples} samples "
                   f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-    print(json.dumps({"programs": done, "budget": a.budget, "strategies": strategies, "seconds": round(time.perf_counter() - t0, 1),
+    print(json.dumps({"programs": done, "budget": a.budget, "strategies": a.strategies, "seconds": round(time.perf_counter() - t0, 1),
                       "load_average_before": [round(x, 2) for x in load0],
                       "load_average_after": [round(x, 2) for x in os.getloadavg()]}))
     return 0
