@@ -112,10 +112,15 @@ LLM_POLICIES = ("llm", "llm-free")
 
 
 def model_failure(samples: list[dict]) -> str | None:
-    """Why the search could not do its job when every sample failed at the model boundary (no
-    answer, or none that could be used), else None."""
-    if not samples or any(s.get("kind") != "failed answer" for s in samples):
+    """Why the search could not do its job when every sample the policy was asked for failed at
+    the model boundary (no answer, or none that could be used), else None. (The kernel search's
+    own samples, the kernels timed alone, structures and compositions, are not the policy's.)"""
+    asked = [s for s in samples if s.get("kind") != "kernel" or s.get("choice")] if any(
+        s.get("kind") == "kernel" for s in samples) else samples
+    asked = [s for s in asked if s.get("kind") not in ("structure", "composed")]
+    if not asked or any(s.get("kind") != "failed answer" for s in asked):
         return None
+    samples = asked
     by_reason: dict[str, list] = {}
     for s in samples:
         by_reason.setdefault(s.get("status") or "failed answer", []).append(s)

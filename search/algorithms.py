@@ -2,7 +2,8 @@
 measures, charges the budget and keeps the nodes). Each is a short loop; their parameters are
 one table, the paper's by default (spec search.md 5), each overridable from the command line.
 An eighth, ``kernels``, is not the paper's: it searches per-statement kernels and extracts
-their composition from an e-graph (``search.kernel_search``; it chooses without the policy).
+their composition from an e-graph (``search.kernel_search``; the search's default: the policy
+chooses which move of a kernel is measured).
 
 Differences from the reference implementation, on purpose (spec search.md 9): BFS/DFS enqueue
 only verified candidates and use the paper's depth 20 (the reference: 4); MCTS runs the

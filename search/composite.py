@@ -382,15 +382,19 @@ class CompositeMenu:
         return out
 
 
-def resolve(option, policy: str) -> Optional[str]:
+def resolve(option, policy: str, algorithm: str = "greedy") -> Optional[str]:
     """The table a run uses for ``--composites`` (auto | on | off | FILE): a path, ``""`` for
-    the built-in table, or None for none. ``auto``: the built-in table for the policies that
-    pick from the menu by measurement or model (cost, measure, random), none for the llm
-    policies (their prompts show one-step menus)."""
+    the built-in table, or None for none. ``auto``: in the kernel search, the built-in table for
+    every policy (a kernel's question shows its composite moves); in the paper's algorithms, the
+    built-in table for the policies that pick from the menu by measurement or model (cost,
+    measure, random-all), none for the llm policies (the paper's one-step menus, as the dataset's
+    menu rows ask) nor for random (it draws from what the llm policy would be shown)."""
     if option in (None, "off"):
         return None
     if option == "on":
         return ""
     if option == "auto":
-        return None if policy.startswith("llm") else ""
+        if algorithm == "kernels":
+            return ""
+        return None if policy.startswith("llm") or policy == "random" else ""
     return str(option)

@@ -11,15 +11,23 @@ the root's slot, its variants and its measurements. Every slot's variants are on
 (measured time where known, an estimate elsewhere), and the result is the extraction over
 measured kernels only, composed back into one program by replaying each kernel step on the
 whole program, then verified against the original and timed against it in paired rounds (one
-sample) every ``--compose-every`` samples and at the end, so the whole program's verdict keeps
+sample) as every ``--compose-every``-th sample and at the end, so the whole program's verdict keeps
 the kernel search honest while it runs.
+
+The search decides where to look (the slot and kernel state holding the unmeasured variant with
+the largest expected saving); the run's policy decides which of that state's moves is measured
+(``Policy.kernel_move`` answering a ``search.kernel_question.KernelAsk``). No decision depends on
+the budget (structures are explored one per ``STRUCTURE_SAMPLES`` samples, compositions are the
+samples numbered a multiple of ``--compose-every``): a run with a larger budget makes the smaller
+run's choices first and composes what the smaller run returns.
 
 Estimates of unmeasured variants: the kernel cost model's prediction (``CostModel`` rows of
 this run's kernel measurements, relative to the slot's kernel; the shipped prior when the
 package has one) once it has ``MODEL_ROWS`` rows; before that ``OPTIMISM`` times the parent
 variant's time, ties broken by a seeded round-robin over strategies. Structures are explored
-in order of fewer statements (fewer passes over memory) while their cost (a whole-program
-verification plus their new kernels) leaves half the remaining budget to variants.
+in order of fewer statements (fewer passes over memory), one per ``STRUCTURE_SAMPLES`` samples of
+the local search, each costing at most ``STRUCTURE_SHARE`` of that (a whole-program verification
+plus their new kernels).
 
 Limits: ``max_depth`` steps per kernel variant, ``kernel_nodes`` variants held in the e-graph,
 ``kernel_seconds`` of enumeration; the reason the local search stopped is reported.
@@ -29,6 +37,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Optional
 
@@ -38,12 +47,13 @@ from engine.rewrite.steps import Step
 
 from .egraph import ChoiceGraph
 from .candidate_eval import ACCEPTED, CandidateOutcome, path_tolerance
-from .kernel_slots import Slot, local_slot, map_steps, replays, split
+from .kernel_question import KernelAsk, KernelState, kernel_move, kernel_question
+from .kernel_slots import Slot, kernel_candidates, local_slot, map_steps, split
 
 OPTIMISM = 0.9          # an unmeasured variant, before the model is ready: expected at 0.9x its parent's time
 MODEL_ROWS = 3          # kernel measurements (variants) before the model's estimates are used
-STRUCTURE_SHARE = 0.5   # a structure is explored only while it costs at most this share of the samples left
-STRUCTURE_SAMPLES = 16  # and at most one structure per this many samples of the budget
+STRUCTURE_SHARE = 0.5   # a structure is explored only when it costs at most this share of STRUCTURE_SAMPLES
+STRUCTURE_SAMPLES = 16  # and at most one structure per this many samples of the local search
 COMPOSITE_RANK = -10_000  # composite moves come before one-step variants among siblings of equal estimate
 COMPOSITE_FIRST = 3       # a slot's composite moves measured before its one-step variants (largest slot first)
 NOT_IN_CONTEXT = "not in context"   # a variant whose steps the whole program's guards refuse (never measured)
@@ -66,6 +76,8 @@ class Variant:
     expanded: bool = False
     moves: int = 0                     # moves from the slot's kernel (a composite move is one, of several steps)
     composite: str = ""                # the composite move's name (search/composites.toml) that made it
+    description: str = ""              # the composite's one-line description
+    order: int = -1                    # when it was measured (the kernel search's count)
 
     @property
     def depth(self) -> int:
@@ -115,11 +127,11 @@ def _record_of(step) -> dict:
     return d
 
 
-def _round_robin(steps: list, rng: random.Random) -> list:
-    """Steps in a seeded order in which strategies take turns."""
+def _round_robin(moves: list, rng: random.Random) -> list:
+    """Moves in a seeded order in which strategies take turns."""
     by: dict[str, list] = {}
-    for s in steps:
-        by.setdefault(s.strategy, []).append(s)
+    for s in moves:
+        by.setdefault(s.label, []).append(s)
     names = sorted(by)
     rng.shuffle(names)
     for n in names:
@@ -151,7 +163,12 @@ class KernelSearch:
         self.not_in_context = 0
         self.compositions: list[dict] = []
         self._composed: set[str] = set()
-        self._next_compose = run.options.compose_every
+        self._composed_at = -1             # the sample count of the last checkpoint composition
+        self._pending: deque = deque()     # samples a structure's exploration still needs
+        self._queued: deque = deque()      # structures waiting to be explored
+        self._explored = 0
+        self._phase_start = 0
+        self._measured = 0                 # kernel variants measured so far (their order)
 
     # ------------------------------------------------------------------ helpers
 
@@ -228,7 +245,7 @@ class KernelSearch:
         curve: a kernel's speedup is not the program's)."""
         self.run.record_sample(self.run.root, kind, outcome, **extra)
 
-    def _measure(self, v: Variant) -> None:
+    def _measure(self, v: Variant, choice: Optional[dict] = None) -> None:
         """The slot's kernel: timed alone (its time weighs the slots against each other). A
         variant: verified against its slot's kernel and timed against it in paired rounds; its
         time is the kernel's over the paired ratio, and a variant that is not significantly faster
@@ -270,8 +287,12 @@ class KernelSearch:
             v.ms = base.ms * (1 + 1e-9 * v.moves)         # no significant difference: the kernel's time
         else:
             v.ms = o.median_ms
+        v.order = self._measured
+        self._measured += 1
+        extra = {"choice": choice} if choice is not None else {}
         self._sample("kernel", o, strategy=(v.strategies[-1] if v.steps else "kernel"), slot_kernel=v.base,
-                     kernel_steps=list(v.steps), kernel_speedup=o.ratio, kernel_ci=o.ci, kernel_verdict=o.verdict)
+                     kernel_steps=list(v.steps), kernel_speedup=o.ratio, kernel_ci=o.ci, kernel_verdict=o.verdict,
+                     **extra)
         if v.steps and o.ratio:
             self.model.add(self._x(v), math.log(o.ratio))
 
@@ -303,7 +324,9 @@ class KernelSearch:
     # ------------------------------------------------------------------ the local search
 
     def _expand(self, v: Variant) -> None:
-        """Enumerate ``v``'s steps into its slot's e-class (within the limits)."""
+        """``v``'s moves (``search.kernel_slots.kernel_candidates``: composite moves, then one-step
+        variants) into its slot's e-class, within the limits. Composites rank first; one-step
+        variants in a seeded order in which strategies take turns (ties of the estimates)."""
         lim = self.limits
         if v.expanded or v.depth >= lim.depth or lim.stop:
             return
@@ -315,57 +338,29 @@ class KernelSearch:
             return
         v.expanded = True
         t0 = time.perf_counter()
-        steps = self.engine.enumerate(v.program)
-        counts: dict[str, int] = {}
-        for s in steps:
-            counts[s.key] = counts.get(s.key, 0) + 1
-        lim.enumerated += len(steps)
-        self._add_composites(v)
-        for rank, s in enumerate(_round_robin(steps, self.rng)):
+        found = kernel_candidates(self.engine, v.program, getattr(self.run.space, "composites", None))
+        lim.enumerated += len(found)
+        composites = [c for c in found if c.composite]
+        ranks = {id(c): COMPOSITE_RANK + i for i, c in enumerate(composites)}
+        ranks.update({id(c): r for r, c in enumerate(_round_robin([c for c in found if not c.composite], self.rng))})
+        for c in found:
             if len(self.variants) >= lim.nodes:
                 lim.stop = f"kernel nodes ({lim.nodes})"
                 break
-            if counts[s.key] > 1 and not replays(self.engine, v.program, s):
+            if c.key in self.variants or not self.graph.add_variant(v.base, c.key):
                 continue
-            try:
-                key = renaming_key(s.program)
-            except LeirError:
-                continue
-            if key in self.variants or not self.graph.add_variant(v.base, key):
-                continue
-            self.variants[key] = Variant(key, v.base, s.program, v.steps + (_record_of(s),), v.keys + (key,),
-                                         v.key, rank, moves=v.moves + 1)
+            keys = tuple(renaming_key(s.program) for s in c.steps[:-1]) + (c.key,)
+            self.variants[c.key] = Variant(c.key, v.base, c.program, v.steps + tuple(_record_of(s) for s in c.steps),
+                                           v.keys + keys, v.key, ranks[id(c)], moves=v.moves + 1,
+                                           composite=c.composite, description=c.description)
+            self.composite_variants += bool(c.composite)
         lim.seconds_spent += time.perf_counter() - t0
-
-    def _add_composites(self, v: Variant) -> None:
-        """The run's composite moves (``search.composite``: tile, move the reduction in,
-        vectorise, parallelise, as one move) of ``v``, ranked before the one-step variants: a
-        kernel is where MetaSchedule's coordinated schedule applies, and a step of it alone is
-        rarely faster."""
-        menu = getattr(self.run.space, "composites", None)
-        if menu is None:
-            return
-        for i, inst in enumerate(menu.of(v.program)):
-            if len(self.variants) >= self.limits.nodes:
-                self.limits.stop = f"kernel nodes ({self.limits.nodes})"
-                return
-            try:
-                keys = tuple(renaming_key(s.program) for s in inst.steps)
-            except LeirError:
-                continue
-            key = keys[-1]
-            if key in self.variants or not self.graph.add_variant(v.base, key):
-                continue
-            self.variants[key] = Variant(key, v.base, inst.program, v.steps + tuple(_record_of(s) for s in inst.steps),
-                                         v.keys + keys, v.key, COMPOSITE_RANK + i, moves=v.moves + 1,
-                                         composite=inst.composite.name)
-            self.composite_variants += 1
 
     # ------------------------------------------------------------------ phases
 
     def _structures(self, root_slots: list) -> None:
-        """The root's cross-statement steps as structures (all in the e-graph), explored in order
-        of fewer statements while the budget allows."""
+        """The root's cross-statement steps as structures (all in the e-graph); those with fewer
+        statements than the root are queued for exploration, fewest statements first."""
         found = []
         for c in self.run.menu(self.run.root):
             if local_slot(self.run.program, c.program, root_slots) is None:
@@ -385,58 +380,115 @@ class KernelSearch:
                 self._add_slot_kernel(sl)
             self.structures.append(s)
             self.graph.add_structure(s.sid, [sl.key for sl in slots])
-        explored, most = 0, max(1, self.options.budget // STRUCTURE_SAMPLES)
-        for s in self.structures[1:]:
-            if explored >= most or len(s.program.body) >= len(self.run.program.body):
-                break
+        self._queued = deque(s for s in self.structures[1:] if len(s.program.body) < len(self.run.program.body))
+
+    def _structure_due(self) -> bool:
+        """Queue the samples of the next structure to explore when one is due: the i-th after
+        i x ``STRUCTURE_SAMPLES`` samples of the local search, skipping those whose new kernels
+        would cost more than ``STRUCTURE_SHARE`` of that (a rule of samples spent, never of the
+        budget: a larger budget makes the same choices first)."""
+        if len(self.run.samples) < self._phase_start + self._explored * STRUCTURE_SAMPLES:
+            return False
+        while self._queued:
+            s = self._queued.popleft()
             new = [sl for sl in s.slots if self.variants[sl.key].status is None]
-            if 1 + len(new) > STRUCTURE_SHARE * (self.left - 1):
+            if 1 + len(new) > STRUCTURE_SHARE * STRUCTURE_SAMPLES:
                 continue
-            explored += 1
-            if self._verify_structure(s):
-                for sl in new:
-                    self._measure(self.variants[sl.key])
+            self._explored += 1
+            self._pending.append(lambda s=s: self._verify_structure(s))
+            for sl in new:
+                self._pending.append(lambda s=s, sl=sl: s.verified and self.variants[sl.key].status is None
+                                     and self._measure(self.variants[sl.key]))
+            return True
+        return False
+
+    def _priorities(self, bases: list[str], est: dict) -> dict:
+        """The search's order of every unmeasured variant of the given slots (``priority``)."""
+        out = {}
+        for b in bases:
+            best = self._best(b)
+            if best is None:
+                continue
+            members = self.graph.members.get(b, [b])
+            # composites first: up to COMPOSITE_FIRST of a slot's are measured before its one-step variants
+            done = [self.variants[k] for k in members if self.variants[k].rank < 0
+                    and self.variants[k].status is not None]
+            for k in members:
+                if k in est:
+                    out[k] = priority(self.variants[k], best.ms, est[k], done)
+        return out
 
     def _explore(self) -> None:
-        """Measure the unmeasured variant of the optimistic extraction's slots with the largest
-        expected gain, until one sample is left (the composed program's); every ``compose_every``
-        samples the choice so far is composed and confirmed against the original."""
+        """Until one sample is left (the composed program's): every ``compose_every`` samples the
+        choice so far is composed and confirmed against the original (the sample numbered a
+        multiple of ``compose_every``, so a run with a larger budget composes what a run with that
+        budget returns), a due structure is explored, else one kernel move is measured."""
         every = self.options.compose_every
+        self._phase_start = len(self.run.samples)
         while self.left > 1:
-            if len(self.run.samples) >= self._next_compose and self.left > 2:
-                self._next_compose = len(self.run.samples) + every
+            n = len(self.run.samples)
+            if n % every == every - 1 and self._composed_at != n:
+                self._composed_at = n
                 self._checkpoint_composition()
-                continue
-            got = self._extract(self._estimates(list(self.graph.members)))
-            if got is None:
-                self.limits.stop = self.limits.stop or "no measured choice"
+            elif self._pending:
+                self._pending.popleft()()
+            elif not self._structure_due() and not self._move():
                 return
-            sid, _, _ = got
-            bases = self.graph.structures[sid]
-            for b in bases:
-                best = self._best(b)
-                if best is not None:
-                    self._expand(best)
-            est = self._estimates(bases)
-            pick = None
-            for b in bases:
-                best = self._best(b)
-                if best is None:
-                    continue
-                members = self.graph.members.get(b, [b])
-                # composites first: up to COMPOSITE_FIRST of a slot's are measured before its one-step variants
-                done = [self.variants[k] for k in members if self.variants[k].rank < 0
-                        and self.variants[k].status is not None]
-                for k in members:
-                    if k in est:
-                        gain = priority(self.variants[k], best.ms, est[k], done)
-                        if pick is None or gain > pick[0]:
-                            pick = (gain, self.variants[k])
-            if pick is None:
-                self.limits.stop = self.limits.stop or "kernel space exhausted"
-                return
-            self._measure(pick[1])
         self.limits.stop = self.limits.stop or "budget"
+
+    def _move(self) -> bool:
+        """Measure one kernel move: the search chooses where (the slot and kernel state of the
+        unmeasured variant with the largest expected gain in the optimistic extraction), the run's
+        policy which of that state's moves (``Policy.kernel_move``). False when nothing is left."""
+        got = self._extract(self._estimates(list(self.graph.members)))
+        if got is None:
+            self.limits.stop = self.limits.stop or "no measured choice"
+            return False
+        bases = self.graph.structures[got[0]]
+        for b in bases:
+            best = self._best(b)
+            if best is not None:
+                self._expand(best)
+        est = self._estimates(bases)
+        prio = self._priorities(bases, est)
+        if not prio:
+            self.limits.stop = self.limits.stop or "kernel space exhausted"
+            return False
+        top = self.variants[max(prio, key=lambda k: prio[k])]
+        ask = self._ask(self.variants[top.parent], bases, est, prio)
+        pick = self.run.policy.kernel_move(ask)
+        if pick.failure is not None or pick.index is None or not 0 <= pick.index < len(ask):
+            f = dict(pick.failure or {"reason": "no choice", "message": "the policy chose no move"})
+            self.run.record_sample(self.run.root, "failed answer", None, status=f["reason"], message=f.get("message"),
+                                   call=pick.call, answer=f.get("answer"), slot_kernel=top.base, strategy=None)
+            return True
+        choice = {"policy": self.options.policy, "moves": len(ask), "call": pick.call, **pick.extra}
+        self._measure(self.variants[ask.keys[pick.index]], choice)
+        return True
+
+    def _ask(self, state: Variant, bases: list, est: dict, prio: dict) -> KernelAsk:
+        """The question at ``state``: its unmeasured moves, the search's estimates and order."""
+        children = sorted((v for v in self.variants.values() if v.parent == state.key and v.key in prio),
+                          key=lambda v: v.key)
+        measured = [v for v in self.variants.values() if v.parent == state.key and v.status is not None
+                    and v.status != NOT_IN_CONTEXT]
+        base = self.variants[state.base]
+
+        def build():
+            done = tuple(f"{v.composite or v.strategies[-1]}: " + (f"{state.ms / v.ms:.3g}x {v.verdict or ''}".rstrip()
+                                                                   if v.ms and state.ms else str(v.status))
+                         for v in sorted(measured, key=lambda v: v.order))
+            ks = KernelState(self.run.program.name, bases.index(state.base) if state.base in bases else 0,
+                             len(bases), state.program, state.key, tuple(state.strategies),
+                             (base.ms / state.ms) if base.ms and state.ms else 1.0, done)
+            return kernel_question(ks, [kernel_move(v.key, state.program, v.program, v.steps[-1], v.composite,
+                                                    v.description) for v in children], self.options)
+
+        return KernelAsk(bases.index(state.base) if state.base in bases else 0, [v.key for v in children],
+                         [v.composite or v.strategies[-1] for v in children], [est[v.key] for v in children],
+                         [prio[v.key] for v in children],
+                         [{"label": v.composite or v.strategies[-1], "verdict": v.verdict, "status": v.status,
+                           "ratio": (state.ms / v.ms) if v.ms and state.ms else None} for v in measured], build)
 
     # ------------------------------------------------------------------ composition
 

@@ -7,12 +7,14 @@ variants back, and replaying a kernel's steps on the whole program.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from engine.leir.canonical import renaming_key
 from engine.leir.diagnostics import LeirError
 from engine.leir.printer import item_to_str
 from engine.leir.slots import Slot, kernel_program, split
 
-__all__ = ["Slot", "compose", "kernel_program", "local_slot", "map_steps", "replays", "slot_key", "split"]
+__all__ = ["KernelCandidate", "Slot", "compose", "kernel_candidates", "kernel_program", "local_slot", "map_steps", "replays", "slot_key", "split"]
 
 
 def compose(program, slots: list[Slot], bodies: dict[int, tuple]) -> object:
@@ -100,3 +102,55 @@ def map_steps(engine, program, slot: Slot, reference, steps, keys) -> tuple:
         program, rec, size = got
         records.append(rec)
     return program, records, how
+
+
+@dataclass(frozen=True)
+class KernelCandidate:
+    """A move of a kernel program: one engine step, or a composite move (several steps, each
+    replayable), and the kernel it gives (``key``: its renaming key)."""
+
+    key: str
+    program: object
+    steps: tuple                      # engine Steps, in order
+    composite: str = ""               # the composite move's name (search/composites.toml), if it is one
+    description: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.composite or self.steps[-1].strategy
+
+
+def kernel_candidates(engine, program, composites=None) -> list[KernelCandidate]:
+    """Every move of a kernel program, one per resulting kernel (modulo renaming): its composite
+    moves first (``composites``: a ``search.composite.CompositeMenu``), then the engine's steps in
+    enumeration order; a step whose key another step shares is kept only when it replays, and a
+    move giving back the kernel is left out. The kernel search's variants and the dataset's kernel
+    rows are these."""
+    from engine.leir.diagnostics import LeirError
+    out, seen = [], {renaming_key(program)}
+
+    def add(key, prog, steps, name="", description=""):
+        if key not in seen:
+            seen.add(key)
+            out.append(KernelCandidate(key, prog, tuple(steps), name, description))
+
+    if composites is not None:
+        for inst in composites.of(program):
+            try:
+                key = renaming_key(inst.program)
+            except LeirError:
+                continue
+            add(key, inst.program, inst.steps, inst.composite.name, inst.composite.description)
+    steps = engine.enumerate(program)
+    counts: dict[str, int] = {}
+    for s in steps:
+        counts[s.key] = counts.get(s.key, 0) + 1
+    for s in steps:
+        if counts[s.key] > 1 and not replays(engine, program, s):
+            continue
+        try:
+            key = renaming_key(s.program)
+        except LeirError:
+            continue
+        add(key, s.program, (s,))
+    return out

@@ -41,12 +41,14 @@ def opt(default, group: str, help: Optional[str] = None, *, choices=None, type=N
 
 @dataclass
 class SearchOptions:
-    algorithm: str = opt("greedy", "search", "the search algorithm: the paper's greedy, beam, bfs, dfs, mcts, chain, "
-                         "chain-no-parent, or kernels (per-statement kernels composed by e-graph extraction; "
-                         "docs/search.md)", choices=ALGORITHM_NAMES)
-    policy: str = opt("cost", "search", "who chooses among the legal steps: cost (a cost model, with a prior trained "
-                      "on the public corpus), measure (times candidates), random, llm (a served model chooses from "
-                      "the menu), llm-free (a served model writes the next program)", choices=POLICY_NAMES)
+    algorithm: str = opt("kernels", "search", "the search algorithm: kernels (default: per-statement kernels composed "
+                         "by e-graph extraction, the search that wins on held-out programs; docs/search.md), or the "
+                         "paper's greedy, beam, bfs, dfs, mcts, chain, chain-no-parent", choices=ALGORITHM_NAMES)
+    policy: str = opt("cost", "search", "who chooses what to measure next: cost (a cost model, with a prior trained "
+                      "on the public corpus), measure (a screen, strategies taking turns), random (among exactly what "
+                      "a model is shown), random-all (among the whole menu), llm (a served model chooses from the "
+                      "menu or, in the kernel search, among a kernel's moves), llm-free (a served model writes the "
+                      "next program; paper algorithms only), or package.module:Class (your own Policy subclass)")
     budget: int = opt(64, "search", "samples: candidates verified and timed (default 64)")
     target: str = opt("llvm", "search", "where candidates are built, verified and timed: llvm (this CPU) or cuda",
                       choices=TARGET_NAMES)
@@ -114,7 +116,7 @@ class SearchOptions:
                           "(off: empty model)", choices=("on", "off"))
     lookahead: int = opt(1, "policies", "cost policy: rank each entry by the best predicted state within this many "
                          "steps (1-3)")
-    composites: str = opt("auto", "policies", "composite moves in menus: auto (on except for llm policies), on, off, "
+    composites: str = opt("auto", "policies", "composite moves in menus: auto (on in the kernel search; in the paper's algorithms off for llm and random, which draws from what llm is shown), on, off, "
                           "or a TOML table")
     # paired timing (lowering.measure): every decision is a paired verdict, not one median
     rounds: int = opt(ROUNDS, "measurement",
@@ -143,8 +145,18 @@ class SearchOptions:
                 raise LeirError(what)
         need(self.algorithm in ALGORITHM_NAMES,
              f"--algorithm: unknown algorithm '{self.algorithm}' (expected one of {', '.join(ALGORITHM_NAMES)})")
-        need(self.policy in POLICY_NAMES,
-             f"--policy: unknown policy '{self.policy}' (expected one of {', '.join(POLICY_NAMES)})")
+        need(self.policy in POLICY_NAMES or ":" in self.policy,
+             f"--policy: unknown policy '{self.policy}' (expected one of {', '.join(POLICY_NAMES)}, or "
+             "package.module:Class for your own)")
+        if self.policy not in POLICY_NAMES:
+            from .policies import policy_class
+            try:
+                policy_class(self.policy)
+            except ValueError as e:
+                raise LeirError(f"--policy: {e}") from None
+        need(not (self.algorithm == "kernels" and self.policy == "llm-free"),
+             "--policy llm-free writes whole programs: use it with one of the paper's algorithms (--algorithm "
+             "greedy, ...); the kernel search asks --policy llm which move of a kernel to measure")
         need(self.target in TARGET_NAMES, f"--target: unknown target '{self.target}' (expected llvm or cuda)")
         need(self.constraint in CONSTRAINTS,
              f"--constraint: unknown constraint '{self.constraint}' (expected one of {', '.join(CONSTRAINTS)})")

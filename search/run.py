@@ -47,7 +47,7 @@ class Run:
         self.options = options.validate()
         self.engine = engine if engine is not None else Engine(strategies=options.strategies)
         from .composite import load_table, resolve
-        table = resolve(self.options.composites, self.options.policy)
+        table = resolve(self.options.composites, self.options.policy, self.options.algorithm)
         self.space = Space(self.engine, load_table(table or None, [s.name for s in self.engine.rulebook.strategies])
                            if table is not None else None)
         self.run_id = run_id(program.to_json(), self.options.to_json())

@@ -89,8 +89,10 @@ def test_option_resolution_and_validation():
     from engine.leir.diagnostics import LeirError
     from search import SearchOptions
     from search.composite import resolve
-    assert resolve("auto", "cost") == "" and resolve("auto", "random") == ""
+    assert resolve("auto", "cost") == "" and resolve("auto", "random-all") == ""
     assert resolve("auto", "llm") is None and resolve("off", "cost") is None
+    assert resolve("auto", "random") is None           # random draws from what the llm policy is shown
+    assert all(resolve("auto", p, "kernels") == "" for p in ("cost", "random", "measure", "llm"))   # a kernel's moves
     assert resolve("on", "llm-free") == "" and resolve("my.toml", "cost") == "my.toml"
     with pytest.raises(LeirError, match="--lookahead must be 1, 2 or 3"):
         SearchOptions(lookahead=4).validate()

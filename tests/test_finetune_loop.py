@@ -208,8 +208,8 @@ def test_one_search_sample_with_the_tuned_model(server, tmp_path):
     prog = tmp_path / "state.json"
     prog.write_text(json.dumps(row["program"]))
     out = tmp_path / "t.json"
-    r = run_module("search", prog, "-o", out, "--policy", "llm", "--endpoint", server, "--model", "tuned",
-                   "--budget", 1, "--menu-size", 6, "--prompt-tokens", 1000, "--max-tokens", 8, "--confirm", 0,
+    r = run_module("search", prog, "-o", out, "--algorithm", "greedy", "--policy", "llm", "--endpoint", server,
+                   "--model", "tuned", "--budget", 1, "--menu-size", 6, "--prompt-tokens", 1000, "--max-tokens", 8, "--confirm", 0,
                    "--trials", 1, "--quiet")
     assert r.returncode == 0, r.stderr[-3000:]
     traj = json.loads(out.read_text())

@@ -210,7 +210,7 @@ def test_structures_are_unioned_and_unmeasured_kernels_never_extracted():
 
 def options(**kw):
     from search import SearchOptions
-    base = dict(algorithm="kernels", policy="random", budget=5, confirm=0, min_repeat_ms=0.2, repeat=3, trials=2,
+    base = dict(algorithm="kernels", policy="cost", budget=5, confirm=0, min_repeat_ms=0.2, repeat=3, trials=2,
                 kernel_nodes=300)
     base.update(kw)
     return SearchOptions(**base)
@@ -228,10 +228,10 @@ def test_kernels_run_within_budget_replays(tmp_path, engine, verifier):
     from search import run_search
     from search.trajectory import load_trajectory
     out = tmp_path / "k.json"
-    traj = run_search(parse(SMALL_SOFTMAX), options(), engine=engine, verifier=verifier, out=str(out),
+    traj = run_search(parse(SMALL_SOFTMAX), options(budget=9), engine=engine, verifier=verifier, out=str(out),
                       progress=lambda m: None)
     rec = load_trajectory(str(out)).record
-    assert rec["complete"] and rec["summary"]["samples"] <= 5
+    assert rec["complete"] and rec["summary"]["samples"] <= 9
     kinds = [s["kind"] for s in rec["samples"]]
     assert kinds[:3] == ["kernel"] * 3                  # the three statements, each timed alone
     k = rec["summary"]["kernels"]

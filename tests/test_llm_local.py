@@ -144,8 +144,9 @@ def _negotiation_errors_only(traj: dict) -> None:
 def test_menu_search_answers_are_menu_entries_within_2000_prompt_tokens(llama, tmp_path):
     forms = _constraint_forms()
     out = tmp_path / "softmax.json"
-    r = run_module("search", "examples/softmax.leir", "-o", str(out), "--policy", "llm", "--endpoint", llama.url,
-                   "--model", llama.model, "--budget", "4", "--llm-timeout", LLM_TIMEOUT, "--quiet", timeout=1800)
+    r = run_module("search", "examples/softmax.leir", "-o", str(out), "--algorithm", "greedy", "--policy", "llm",
+                   "--endpoint", llama.url, "--model", llama.model, "--budget", "4", "--llm-timeout", LLM_TIMEOUT,
+                   "--quiet", timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]
     traj = json.loads(out.read_text())
     samples, calls = traj["samples"], traj["llm_calls"]
@@ -166,6 +167,29 @@ def test_menu_search_answers_are_menu_entries_within_2000_prompt_tokens(llama, t
     # every prompt within 2,000 tokens, counted by the server
     tokens = [c["usage"]["prompt_tokens"] for c in calls if c["error"] is None]
     assert tokens and max(tokens) <= PROMPT_TOKENS_MAX, tokens
+
+
+def test_kernel_search_answers_are_moves_shown_and_the_trajectory_replays(llama, tmp_path):
+    """The default search (kernels) with SmolLM2 choosing each kernel's next move: every answer is a
+    line of the page it was shown (a move, or a "more" line that asked the next page), every page
+    within 2,000 tokens counted by the server, and the best trajectory replays."""
+    out = tmp_path / "softmax-kernels.json"
+    r = run_module("search", "examples/softmax.leir", "-o", str(out), "--policy", "llm", "--endpoint", llama.url,
+                   "--model", llama.model, "--budget", "10", "--llm-timeout", LLM_TIMEOUT, "--quiet", timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    traj = json.loads(out.read_text())
+    calls = traj["llm_calls"]
+    chosen = [s for s in traj["samples"] if s["kind"] == "kernel" and s.get("choice")]
+    assert chosen, traj["samples"]
+    assert [s for s in traj["samples"] if s["kind"] == "failed answer"] == []
+    for s in chosen:
+        page = calls[s["choice"]["call"]]["kernel"]["lines"]
+        assert page[s["choice"]["pages"][-1] - 1].get("key") == s["key"]
+    _negotiation_errors_only(traj)
+    tokens = [c["usage"]["prompt_tokens"] for c in calls if c["error"] is None]
+    assert tokens and max(tokens) <= PROMPT_TOKENS_MAX, tokens
+    r = run_module("search.replay", str(out), timeout=1800)
+    assert r.returncode == 0, r.stdout + r.stderr[-2000:]
 
 
 def test_free_form_search_records_every_answer_and_never_crashes(llama, tmp_path):

@@ -166,7 +166,8 @@ def test_cli_search_replay_plot_and_report(tmp_path):
     out = tmp_path / "runs" / "t.json"
     out.parent.mkdir()
     png = tmp_path / "t.png"
-    r = _cli("-m", "search", str(prog), "-o", str(out), "--policy", "measure", "--budget", "4", "--screen", "4",
+    r = _cli("-m", "search", str(prog), "-o", str(out), "--algorithm", "greedy", "--policy", "measure", "--budget", "4",
+             "--screen", "4",
              "--trials", "2", "--repeat", "3", "--min-repeat-ms", "0.2", "--plot", str(png), "--emit",
              str(tmp_path / "best.leir"))
     assert r.returncode == 0, r.stderr

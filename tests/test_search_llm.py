@@ -291,7 +291,8 @@ def test_a_search_whose_every_sample_failed_at_the_model_exits_1_saying_why(tmp_
     prog.write_text(tiny_program().to_leir_file())
     out = tmp_path / "t.json"
     with FakeLLM(responder=lambda body: ("error", 400, "the model is broken")) as srv:
-        rc = run_cli(_main, [str(prog), "-o", str(out), "--policy", "llm", "--endpoint", srv.url, "--model", "fake",
+        rc = run_cli(_main, [str(prog), "-o", str(out), "--algorithm", "greedy", "--policy", "llm", "--endpoint",
+                             srv.url, "--model", "fake",
                              "--budget", "2", "--retries", "0", "--quiet", "--trials", "1", "--repeat", "2",
                              "--min-repeat-ms", "0.2"])
     err = capsys.readouterr().err

@@ -56,7 +56,7 @@ class SpeedVerifier:
 
 def options(**kw):
     from search import SearchOptions
-    base = dict(budget=6, confirm=3, trials=1, composites="off")
+    base = dict(algorithm="greedy", budget=6, confirm=3, trials=1, composites="off")
     base.update(kw)
     return SearchOptions(**base)
 
@@ -110,7 +110,8 @@ def test_the_kernel_search_composes_and_confirms_every_k_samples(engine):
     rec = run_search(prog, options(algorithm="kernels", budget=26, compose_every=8, confirm=0, kernel_nodes=300),
                      engine=engine, verifier=TableVerifier(prog), progress=lambda m: None).record
     comps = rec["summary"]["kernels"]["compositions"]
-    assert len(comps) >= 2 and comps[0]["at_sample"] >= 8
+    assert len(comps) >= 2 and comps[0]["at_sample"] == 7          # the 8th sample: a multiple of compose_every
+    assert all((c["at_sample"] + 1) % 8 == 0 or c is comps[-1] for c in comps)
     assert [s["kind"] for s in rec["samples"]].count("composed") >= 1
     assert rec["summary"]["samples"] <= 26
     assert rec["summary"]["kernels"]["compose_every"] == 8

@@ -10,11 +10,25 @@ POLICIES = {
     "cost": "search.policies.cost:CostPolicy",
     "measure": "search.policies.measure:MeasurePolicy",
     "random": "search.policies.random:RandomPolicy",
+    "random-all": "search.policies.random:RandomAllPolicy",
 }
 
 
 def make_policy(options, ctx):
-    """The policy named by ``options.policy``, given the narrow context of a run."""
+    """The policy named by ``options.policy`` (or a user's class, ``package.module:Class``, a
+    subclass of ``search.policies.base.Policy``), given the narrow context of a run."""
+    return policy_class(options.policy)(options, ctx)
+
+
+def policy_class(name: str):
+    """The class of a policy name or of ``package.module:Class``; ``ValueError`` saying why not."""
     import importlib
-    module, cls = POLICIES[options.policy].split(":")
-    return getattr(importlib.import_module(module), cls)(options, ctx)
+    from .base import Policy
+    module, _, cls = POLICIES.get(name, name).partition(":")
+    try:
+        got = getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ValueError(f"cannot load policy '{name}': {e}") from None
+    if not (isinstance(got, type) and issubclass(got, Policy)):
+        raise ValueError(f"policy '{name}' is not a subclass of search.policies.base.Policy")
+    return got

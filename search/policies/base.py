@@ -57,10 +57,23 @@ class Result:
         return self.outcome.accepted
 
 
+@dataclass
+class KernelPick:
+    """A policy's answer to the kernel search's question (``search.kernel_question.KernelAsk``):
+    the index of the move to measure, or a failure (an answer that could not be used: a failed
+    sample); ``call`` the model call it came from; ``extra`` what the sample records about it."""
+
+    index: Optional[int] = None
+    failure: Optional[dict] = None
+    call: Optional[int] = None
+    extra: dict = field(default_factory=dict)
+
+
 class Policy:
     """Base: ``generate`` is the one method a policy must have; ``observe`` lets it learn from
     every result paid for; ``choose`` picks the results that become nodes (by default every
-    accepted one); ``close`` frees what it holds."""
+    accepted one); ``kernel_move`` answers the kernel search's question (by default the search's
+    own order: its estimates); ``close`` frees what it holds."""
 
     name = "policy"
     needs_menu = True
@@ -75,6 +88,11 @@ class Policy:
 
     def observe(self, results: list[Result]) -> None:
         pass
+
+    def kernel_move(self, ask) -> KernelPick:
+        """Which of a kernel's open moves to measure next (``ask``: a ``KernelAsk``). By default
+        the search's order: the largest expected saving by its kernel cost model."""
+        return KernelPick(max(range(len(ask)), key=lambda i: ask.priorities[i]), extra={"pick": "estimate"})
 
     def choose(self, req: Request, results: list[Result]) -> list[Result]:
         return [r for r in results if r.accepted]

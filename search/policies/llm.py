@@ -21,7 +21,7 @@ from ..client import ChatClient
 from ..constraint import FORM, Negotiator, free_schema, in_free_form, in_menu_form, menu_answer_kind
 from ..prompt import PromptOptions, free_messages
 from ..question import menu_question
-from .base import Policy, Proposal, Request
+from .base import KernelPick, Policy, Proposal, Request
 
 
 class _LLMPolicy(Policy):
@@ -40,19 +40,22 @@ class _LLMPolicy(Policy):
                              system_prompt=self.options.system_prompt, detail=self.options.menu_detail,
                              history=req.history)
 
-    def _call(self, req: Request, messages: list, n: int, parts: dict, form, shown=None):
+    def _call(self, req, messages: list, n: int, parts: dict, form, shown=None):
         extra_body, response_format = parts.get("extra_body"), parts.get("response_format")
         seed = self.options.seed * 100003 + self.calls
         self.calls += 1
         res = self.client.chat(messages, n=n, temperature=self.options.temperature, max_tokens=self.options.max_tokens,
                                seed=seed, extra_body=extra_body, response_format=response_format)
-        record = {"node": req.node.id, "policy": self.options.policy, "constraint": form.name, "messages": messages,
+        record = {"node": req.node.id if req is not None else 0, "policy": self.options.policy,
+                  "constraint": form.name, "messages": messages,
                   "request": {"n": n, "temperature": self.options.temperature, "seed": seed,
                               "max_tokens": self.options.max_tokens, "extra_body": extra_body,
                               "response_format": response_format},
                   "answers": res.texts, "finish_reasons": res.finish_reasons, "usage": res.usage,
                   "latency_s": round(res.latency_s, 4), "attempts": res.attempts, "error": res.error}
-        if shown is not None:       # shown number -> candidate (its number in the node's whole menu, step, result)
+        if isinstance(shown, dict):  # a kernel page: what the record says of it
+            record.update(shown)
+        elif shown is not None:     # shown number -> candidate (its number in the node's whole menu, step, result)
             record["menu"] = [{"number": i + 1, "candidate": c.number, "step": c.step.key,
                                "strategy": c.step.strategy, "key": c.key} for i, c in enumerate(shown)]
         return res, self.ctx.record_call(record)
@@ -165,6 +168,39 @@ class MenuLLMPolicy(_LLMPolicy):
                     taken.add(c.number)
                     out.append(Proposal(candidate=c, call=call, extra={"shown_number": num}))
         return out
+
+
+    def kernel_move(self, ask) -> KernelPick:
+        """The kernel search's question, page by page (``search.kernel_question``): a move's number
+        is the choice; a "more" line's number asks the page of the moves it stands for."""
+        q = ask.question
+        page, pages = q.first(), []
+        for _ in range(len(q.moves) + 4):
+            numbers = page.numbers()
+            record = {"kernel": {"slot": ask.slot, "state": q.state.key, "page": len(pages) + 1, "moves": len(q.moves),
+                                 "lines": [{"number": n, "key": q.moves[ln.move].key} if ln.move is not None else
+                                           {"number": n, "more": len(ln.more)} for n, ln in enumerate(page.lines, 1)]}}
+
+            def build(form, page=page, numbers=numbers):
+                return list(page.messages), 1, form.menu(numbers, 1)
+
+            got, failures = self._ask(None, build, lambda form, t, numbers=numbers: in_menu_form(form, t, numbers, 1),
+                                      record)
+            if failures or not got:
+                f = dict(failures[0]) if failures else {"reason": "llm error", "message": "no answer"}
+                return KernelPick(failure=f, call=f.pop("call", None))
+            text, call = got[0]
+            try:
+                num = parse_menu_answer(text, len(numbers))[0]
+            except AnswerError as e:
+                return KernelPick(failure={"reason": e.reason, "message": e.message, "answer": text[:500]}, call=call)
+            pages.append(num)
+            kind, nxt = q.follow(page, num)
+            if kind == "move":
+                return KernelPick(nxt, call=call, extra={"pick": "llm", "pages": pages, "shown": page.size,
+                                                        "first_page": len(q.first().shown_moves)})
+            page = nxt
+        return KernelPick(failure={"reason": "parse failed", "message": "the model kept asking for more pages"})
 
 
 class FreeLLMPolicy(_LLMPolicy):
