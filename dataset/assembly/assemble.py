@@ -119,6 +119,14 @@ def chat_multi(items: list[dict]) -> tuple[dict, dict]:
     return _chat(rid, prompt, answer, items[0]["split"], facts)
 
 
+def kernel_stats(c) -> dict:
+    """stats.json's ``kernel_menu`` section: rows, answers per move label, moves timed, pages asked
+    (``c``: the assembly's counters)."""
+    rows = sum(c["kernel_labels"].values())
+    return {"rows": rows, "answers_per_label": dict(sorted(c["kernel_labels"].items())),
+            "moves_timed": c["kernel_moves"]["timed"], "pages": c["kernel_moves"]["pages"]}
+
+
 def _chat(rid: str, prompt: str, answer: str, split: str, facts: dict) -> tuple[dict, dict]:
     msgs = row_format.messages(prompt, answer)
     return ({"id": rid, "messages": msgs, "split": split, **facts},
@@ -156,6 +164,7 @@ class Assembly:
         self.mix_reports: dict[str, dict] = {}
         self.seconds = 0.0
         self.states = StateStats(options.get("target") or "llvm", options.get("strategy_names"))
+        self.kernel_ids: set[str] = set()          # kernel rows written (a question once)
 
     # ------------------------------------------------------------------ per task
 
@@ -193,6 +202,8 @@ class Assembly:
         self.add_rows(rows)
         if self.options.get("time"):
             self._preferences(rows, res.get("menu") or [], split)
+        if self.options.get("kernel_menu"):
+            self._kernel_rows(res.get("kernel_menu") or [], split)
 
     def _preferences(self, rows: list[dict], menus: list[dict], split: str) -> None:
         """Preference pairs of the single form (rows of one state, by their verdicts) and the menu
@@ -207,6 +218,22 @@ class Assembly:
             self.c["menu_strategies"][m["strategy"]] += 1
             for p in menu_row_pairs(m):
                 self.files["preferences_menu.jsonl"].write(p)
+
+    def _kernel_rows(self, rows: list[dict], split: str) -> None:
+        """The kernel rows of one task with their pairs (``dataset.text.kernel_menu``); a question
+        an earlier task asked already (the same program name, slot and kernel) is written once."""
+        from ..text.kernel_menu import kernel_row_pairs
+        for k in rows:
+            if k["id"] in self.kernel_ids:
+                continue
+            self.kernel_ids.add(k["id"])
+            k["split"] = split
+            self.files["kernel_menu.jsonl"].write(k)
+            self.c["kernel_labels"][k["label"]] += 1
+            self.c["kernel_moves"]["timed"] += sum(1 for e in k["moves"] if e["timing"] is not None)
+            self.c["kernel_moves"]["pages"] += k["pages"]
+            for p in kernel_row_pairs(k):
+                self.files["preferences_kernel_menu.jsonl"].write(p)
 
     def add_rows(self, rows: list[dict]) -> None:
         """The chat rows of one program's verified rows (each with its ``split``): the paper's
@@ -402,6 +429,7 @@ class Assembly:
             "throughput": tp,
             "menu": {"rows": sum(self.c["menu_strategies"].values()),
                      "answers_per_strategy": dict(sorted(self.c["menu_strategies"].items()))},
+            **({"kernel_menu": kernel_stats(self.c)} if self.options.get("kernel_menu") else {}),
         } | ({"timing": self._timing_stats(rows)} if self.options.get("time") else {})
 
     def _timing_stats(self, rows: int) -> dict:
@@ -412,6 +440,8 @@ class Assembly:
         """Whether this job makes a split file (pairs need --time, menu rows --menu)."""
         if name in ("menu.jsonl", "preferences_menu.jsonl"):
             return bool(self.options.get("menu"))
+        if name in ("kernel_menu.jsonl", "preferences_kernel_menu.jsonl"):
+            return bool(self.options.get("kernel_menu"))
         if name == "preferences.jsonl":
             return bool(self.options.get("time"))
         return True

@@ -32,12 +32,21 @@ DESCRIPTIONS = {
             "timing and verdict",
     "preferences_menu": "DPO pairs of the menu form: the menu prompt, the answer (chosen) and an entry measured "
                         "slower or tied (rejected), each as its reason and number",
+    "kernel_menu": "the kernel search's question at one statement's kernel (`python -m search`'s default "
+                   "`--algorithm kernels`, its `--policy llm` request, byte for byte, page by page) answered with "
+                   "the number of the move measured fastest among those measured faster, after a `<think>` reason; "
+                   "`moves` lists every timed move with its steps, timing and verdict; `kernel`, `slot` and "
+                   "`program` say where the question was asked",
+    "preferences_kernel_menu": "DPO pairs of the kernel form: the kernel question's conversation, the answer "
+                               "(chosen) and a move of the same page measured slower or tied (rejected)",
 }
 TRAINING = {
     "single": "SFT", "multi": "SFT", "single_trl": "SFT (loss on the completion)",
     "multi_trl": "SFT (loss on the completion)", "menu": "SFT (the task `--policy llm` asks)",
     "rows": "not for training: the archive the others are made from",
     "preferences": "DPO, after SFT", "preferences_menu": "DPO, after SFT on `menu`",
+    "kernel_menu": "SFT (the task the kernel search's `--policy llm` asks)",
+    "preferences_kernel_menu": "DPO, after SFT on `kernel_menu`",
 }
 
 
@@ -65,7 +74,8 @@ def dataset_card(stats: dict, written: dict) -> str:
         lines.append(f"- `{name}` ({counts}): {DESCRIPTIONS[name]}. Train with: {TRAINING[name]}.")
     lines += ["", "Whole program types are held out for `test`. The training files are also JSON lines, one file "
               "per split, never both splits in one file: `train/single.jsonl` and `test/single.jsonl`, and the "
-              "same for `multi`, `single_trl`, `multi_trl` (`preferences` with `--time`; `menu` and `preferences_menu` with `--menu`); point a trainer at "
+              "same for `multi`, `single_trl`, `multi_trl` (`preferences` with `--time`; `menu` and `preferences_menu` with `--menu`; `kernel_menu` and "
+              "`preferences_kernel_menu` with `--kernel-menu`); point a trainer at "
               "the `train/` file as it is. `rows.jsonl` (the archive, not a training file) keeps both splits with "
               "their `split`.", "",
               "Prompts and labels use the same key, `applied_strategies` (a list of the one strategy applied), as "

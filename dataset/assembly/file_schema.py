@@ -134,17 +134,44 @@ MENU = obj({"id": STR, "program": PROGRAM, "depth": INT,
                                        "content": STR})},
             "menu": {**arr(MENU_ENTRY), "minItems": 1}, "answer": INT, "strategy": STR, "split": SPLIT})
 
+# a kernel row (dataset.text.kernel_menu): the kernel search's question at one slot's kernel of a state,
+# asked page by page (messages: system, then a user page and its answer per page), its timed moves
+# (steps: each Step.to_json() less leir and also, applied in order to the kernel; path: the numbers
+# answered from the first page to the move's own line; ci null when not timed) and the answer
+KERNEL_ENTRY = obj({"key": STR, "label": STR, "composite": STR, "text": STR, "steps": {**arr(MENU_STEP), "minItems": 1},
+                    "number": INT, "path": {**arr(INT), "minItems": 1}, "tolerance": STR, "verified": BOOL,
+                    "speedup": NNUM, "ci": {"type": ["array", "null"], "items": NUM}, "verdict": VERDICT,
+                    "timing": TIMING, "reason": NSTR})
+KERNEL_MENU = obj({"id": STR, "program": PROGRAM, "depth": INT, "slot": INT, "slots": INT, "kernel": PROGRAM,
+                   "key": STR,
+                   "messages": {"type": "array", "minItems": 3,
+                                "items": obj({"role": {"type": "string", "enum": ["system", "user", "assistant"]},
+                                              "content": STR})},
+                   "moves": {**arr(KERNEL_ENTRY), "minItems": 1}, "answer": INT, "answer_key": STR, "label": STR,
+                   "pages": INT, "split": SPLIT})
+# a kernel row's preference pair: the conversation up to the answer's page, the answer and a move of
+# that page measured slower or tied
+KERNEL_PREFERENCE = obj({"id": STR, "form": {"type": "string", "enum": ["kernel"]}, "program": STR, "slot": INT,
+                         "prompt": {"type": "array", "minItems": 2,
+                                    "items": obj({"role": {"type": "string", "enum": ["system", "user", "assistant"]},
+                                                  "content": STR})},
+                         "chosen": {**MESSAGES, "maxItems": 1}, "rejected": {**MESSAGES, "maxItems": 1},
+                         "chosen_key": STR, "rejected_key": STR, "chosen_speedup": NUM, "rejected_speedup": NUM,
+                         "chosen_verdict": {"type": "string", "enum": ["faster"]},
+                         "rejected_verdict": {"type": "string", "enum": ["slower", "tie"]}, "split": SPLIT})
+
 STATS = {"type": "object", "required": ["job", "sources", "candidates", "rows_per_strategy", "failures_per_rule",
                                         "difficulty", "filter", "bucket_mix", "splits", "files", "throughput"]}
 
 FILES = {"rows.jsonl": ROW, "failures.jsonl": FAILURE, "skipped.jsonl": SKIPPED,
          "single.jsonl": CHAT, "multi.jsonl": MULTI_CHAT, "single_trl.jsonl": TRL, "multi_trl.jsonl": MULTI_TRL,
-         "preferences.jsonl": PREFERENCE, "preferences_menu.jsonl": PREFERENCE, "menu.jsonl": MENU}
+         "preferences.jsonl": PREFERENCE, "preferences_menu.jsonl": PREFERENCE, "menu.jsonl": MENU,
+         "kernel_menu.jsonl": KERNEL_MENU, "preferences_kernel_menu.jsonl": KERNEL_PREFERENCE}
 SPLITS = ("train", "test")
 # the training files: written split by split, OUT/train/NAME and OUT/test/NAME, never both in one
 # file; rows.jsonl (the archive, not a training file) keeps both with their ``split``
 SPLIT_FILES = ("single.jsonl", "multi.jsonl", "single_trl.jsonl", "multi_trl.jsonl", "preferences.jsonl",
-               "menu.jsonl", "preferences_menu.jsonl")
+               "menu.jsonl", "preferences_menu.jsonl", "kernel_menu.jsonl", "preferences_kernel_menu.jsonl")
 
 
 def file_path(name: str, split: str) -> str:
@@ -153,7 +180,8 @@ def file_path(name: str, split: str) -> str:
 # the dataset card's configs: name -> the JSON-lines file its Parquet copies are made from
 CONFIGS = {"single": "single.jsonl", "multi": "multi.jsonl", "single_trl": "single_trl.jsonl",
            "multi_trl": "multi_trl.jsonl", "rows": "rows.jsonl", "preferences": "preferences.jsonl",
-           "menu": "menu.jsonl", "preferences_menu": "preferences_menu.jsonl"}
+           "menu": "menu.jsonl", "preferences_menu": "preferences_menu.jsonl", "kernel_menu": "kernel_menu.jsonl",
+           "preferences_kernel_menu": "preferences_kernel_menu.jsonl"}
 
 
 def arrow_type(s: dict):

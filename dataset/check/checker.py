@@ -16,6 +16,9 @@
 * every menu row (``dataset.check.menu_rows``): its prompt asked again with the search's own function,
   each entry's verdict re-derived from its timing samples and its reason checked like a trace, the
   answer re-chosen; both preference files rebuilt from the rows and compared;
+* every kernel row (``dataset.check.kernel_rows``): the kernel search's question asked again at its slot's
+  kernel, the conversation compared byte for byte, each timed move's verdict re-derived and its reason
+  re-rendered, the answer re-chosen and its steps replayed on the kernel; its pair file rebuilt;
 * a seeded sample of rows verified again on TVM (``--sample N``, default 20);
 * at least one row (``--allow-empty`` when a dataset without rows is expected).
 
@@ -550,6 +553,8 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None, allow_
     check_timings(rows, options, report)
     from .menu_rows import check_menu
     check_menu(data, rows, options, rules, report)
+    from .kernel_rows import check_kernel_rows
+    check_kernel_rows(data, options, rules, report)
     check_stats(data, rows, report)
     reverify(rows, sample, int(options.get("seed") or 0), report)
     return report

@@ -26,6 +26,7 @@ USAGE_EPILOG = """examples:
   python -m dataset.generate examples -o out/examples --per-program 6
   python -m dataset.generate examples/corpus/programs.jsonl -o out/corpus --per-program 40 --shrink --max-points 4194304 --workers 2
   python -m dataset.generate examples -o out/deep --per-program 6 --depth 3 --walks 2
+  python -m dataset.generate examples -o out/kernels --per-program 4 --time --kernel-menu --kernel-moves 8
   python -m dataset.generate --workloads softmax,GELU --shapes random --variants 3 --dtypes f16,f32 -o out/wl
   python -m dataset.generate examples -o out/ex --backend ray --address auto     # on a running Ray cluster
 """
@@ -98,8 +99,15 @@ def parser() -> argparse.ArgumentParser:
                    help="with --menu: menu entries the question shows at most, as the search's --menu-size (default "
                         "the search's, 40); a small model is asked a short menu")
     g.add_argument("--prompt-tokens", type=int,
-                   help="with --menu: the question's prompt budget in estimated tokens, as the search's "
-                        "--prompt-tokens (default the search's, 2000)")
+                   help="with --menu or --kernel-menu: the question's prompt budget in estimated tokens (a kernel "
+                        "question's, a page's), as the search's --prompt-tokens (default the search's, 2000)")
+    g.add_argument("--kernel-menu", action="store_true",
+                   help="with --time: kernel rows (train/kernel_menu.jsonl, test/kernel_menu.jsonl), the kernel "
+                        "search's question at each slot kernel of each state, its moves verified and timed against "
+                        "the kernel, answered with the measured-fastest faster one; and their preference pairs")
+    g.add_argument("--kernel-moves", type=int,
+                   help="with --kernel-menu: how many of a kernel's moves are timed, the first in the question's "
+                        "order (default: the moves its first page shows)")
     g.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS,
                    help=f"skip programs with more iteration points than this, with a note (default "
                         f"{DEFAULT_MAX_POINTS}; 0: no limit)")
@@ -184,10 +192,12 @@ def timing_options(args):
 def menu_options(args):
     """False without --menu, else the question's size options (``dataset.text.menu.search_options``
     asks it with them, as ``python -m search --menu-size N --prompt-tokens T`` does)."""
-    given = [n for n, v in (("--menu-size", args.menu_size), ("--prompt-tokens", args.prompt_tokens)) if v is not None]
+    given = [n for n, v in (("--menu-size", args.menu_size), ("--prompt-tokens", args.prompt_tokens)) if v is not None
+             and not (n == "--prompt-tokens" and args.kernel_menu)]
     if not args.menu:
         if given:
-            raise LeirError(f"{given[0]} sets the menu question: use it with --menu")
+            raise LeirError(f"{given[0]} sets the menu question: use it with --menu"
+                            + (" or --kernel-menu" if given[0] == "--prompt-tokens" else ""))
         return False
     from search.options import SearchOptions
     d = SearchOptions()
@@ -196,6 +206,24 @@ def menu_options(args):
     for name, v in out.items():
         if v < 1:
             raise LeirError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
+    return out
+
+
+def kernel_menu_options(args):
+    """False without --kernel-menu, else the kernel question's options: its prompt budget (the
+    search's --prompt-tokens) and the moves timed per kernel (None: its first page's)
+    (``dataset.text.kernel_menu``)."""
+    if not args.kernel_menu:
+        if args.kernel_moves is not None:
+            raise LeirError("--kernel-moves sets how many moves of a kernel are timed: use it with --kernel-menu")
+        return False
+    from search.options import SearchOptions
+    out = {"prompt_tokens": SearchOptions().prompt_tokens if args.prompt_tokens is None else args.prompt_tokens,
+           "moves": args.kernel_moves}
+    if out["prompt_tokens"] < 1:
+        raise LeirError(f"--prompt-tokens must be at least 1, got {out['prompt_tokens']}")
+    if args.kernel_moves is not None and args.kernel_moves < 1:
+        raise LeirError(f"--kernel-moves must be at least 1, got {args.kernel_moves}")
     return out
 
 
@@ -209,6 +237,7 @@ def options_of(args) -> dict:
     return {"seed": args.seed, "per_program": args.per_program, "strategies": _strategies(args.strategies, book),
             "rules": book.manifest(), "rule_bundle": args.rules.bundle(),
             "target": args.target, "verify_target": args.verify_on, "time": timing_options(args), "menu": menu_options(args),
+            "kernel_menu": kernel_menu_options(args),
             "depth": args.depth, "walks": args.walks, "keep_noop": bool(args.keep_noop),
             "max_points": args.max_points or None, "shrink": args.shrink_points if args.shrink else None, "timeout": args.timeout,
             "trials": 3, "database": _database_path(args), "whole_builds": not args.statement_builds}
@@ -241,12 +270,15 @@ def main(argv=None) -> int:
         raise LeirError(f"--test-fraction must be in [0, 1), got {args.test_fraction}")
     if args.menu and not args.time:
         raise LeirError("--menu needs --time: a menu row's answer is the entry measured fastest")
+    if args.kernel_menu and not args.time:
+        raise LeirError("--kernel-menu needs --time: a kernel row's answer is the move measured fastest")
     if args.address and args.backend != "ray":
         raise LeirError("--address joins a Ray cluster: use it with --backend ray")
     if args.timeout <= 0:
         raise LeirError("--timeout must be positive")
     timing_options(args)            # its errors before any work
     menu_options(args)
+    kernel_menu_options(args)
     return run(args)
 
 
@@ -257,7 +289,7 @@ def run(args) -> int:
     from ..journal import Journal
     from ..progress import Progress
     from .program_sources import job_sources, resolve_sources
-    from .task import RESULT_OPTIONS, task_id
+    from .task import fingerprint, task_id
     from .task_module import crashed_result
 
     t0 = time.perf_counter()
@@ -269,7 +301,7 @@ def run(args) -> int:
         raise LeirError(f"no program to generate from{': ' + shown if shown else ''}")
     out.mkdir(parents=True, exist_ok=True)
     journal = Journal(out)
-    journal.open({k: options[k] for k in RESULT_OPTIONS}, restart=args.restart)
+    journal.open(fingerprint(options), restart=args.restart)
     journal.clean_partial()
     tasks = [(task_id(s, options), s) for s in specs]
     pending = [(tid, s) for tid, s in tasks if not journal.done(tid)]

@@ -37,7 +37,15 @@ from .walk import State, uncovered_first, walk
 
 # options that change a task's result (the job fingerprint); everything else is how to run it
 RESULT_OPTIONS = ("seed", "per_program", "strategies", "target", "verify_target", "time", "max_points", "shrink",
-                  "timeout", "trials", "rules", "depth", "walks", "menu")
+                  "timeout", "trials", "rules", "depth", "walks", "menu", "kernel_menu")
+# result options added later: part of a job's fingerprint only when set, so the journals and task ids
+# of jobs made before them stay valid
+LATER_RESULT_OPTIONS = ("kernel_menu",)
+
+
+def fingerprint(options: dict) -> dict:
+    """The options that change a task's result (``RESULT_OPTIONS``), as the journal records them."""
+    return {k: options.get(k) for k in RESULT_OPTIONS if k not in LATER_RESULT_OPTIONS or options.get(k)}
 
 
 def row_id(program: dict, step_key: str) -> str:
@@ -47,7 +55,7 @@ def row_id(program: dict, step_key: str) -> str:
 
 
 def task_id(spec: dict, options: dict) -> str:
-    opts = {k: options.get(k) for k in RESULT_OPTIONS}
+    opts = fingerprint(options)
     text = json.dumps([spec, opts], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -92,6 +100,10 @@ class Runner:
         self._target = None
         self._rules_dir = None
         self._enum_cache: dict = {}           # the walk's look-ahead enumerations, by LEIR text
+        # kernel rows (--kernel-menu): verdicts and timings of kernel moves by renaming keys, for the
+        # worker's life (dataset.text.kernel_menu), and the questions asked in the current task
+        self.kernel_cache: dict = {"verified": {}, "timed": {}}
+        self._kernel_asked: set = set()
 
     # ------------------------------------------------------------------ shared state
 
@@ -164,7 +176,7 @@ class Runner:
     def run(self, spec: dict) -> dict:
         t0 = time.perf_counter()
         out = {"index": spec["index"], "source": spec["source"], "status": "ok", "note": None, "program": None,
-               "origin": None, "key": None, "rows": [], "failures": [], "invalid": [], "menu": [],
+               "origin": None, "key": None, "rows": [], "failures": [], "invalid": [], "menu": [], "kernel_menu": [],
                "counts": {"neighbours": 0, "sampled": 0, "verified": 0, "failed": 0}}
         try:
             self._run(spec, out)
@@ -214,6 +226,7 @@ class Runner:
             return self._skip(out, "does not lower" if self_check.reason != "not equal" else "not deterministic",
                               f"{program.name}: {self_check.reason}: {self_check.message or ''}".strip())
         source = State(program)
+        self._kernel_asked = set()
         n = walk(source, lambda st, covered, fresh: self._state(st, covered, fresh, origin, out), self._strategies_of,
                  int(opts.get("depth") or 1), int(opts.get("walks") or 1), int(opts.get("seed") or 0), out["key"])
         out["counts"]["states"] = n
@@ -280,6 +293,9 @@ class Runner:
             self._time(program, [r for r, _ in pairs], [s.program for _, s in pairs])
         if opts.get("menu"):
             self._menu(st, out, pairs, first_failure)
+        if opts.get("kernel_menu"):
+            from ..text.kernel_menu import kernel_state_rows
+            out["kernel_menu"] += kernel_state_rows(self, program, st.depth, self._kernel_asked)
         return pairs
 
     def _time(self, program, rows: list, programs: list) -> None:
