@@ -88,7 +88,7 @@ def test_greedy_moves_only_to_a_significantly_faster_child_and_confirms_it(engin
         text = p.to_leir()
         return (0.5 if "P^" in text else 1.0) * (1 + 0.005 * (hash(text) % 2))
     v = SpeedVerifier(speed, noise=0.005)
-    rec = run_search(prog, options(policy="random", budget=10, seed=0, strategies="loop_parallelization,loop_split"),
+    rec = run_search(prog, options(policy="random-all", budget=10, seed=0, strategies="loop_parallelization,loop_split"),
                      engine=engine, verifier=v, progress=lambda m: None).record
     nodes = rec["nodes"]
     faster = [n for n in nodes[1:] if n["verdict"] == "faster"]

@@ -51,3 +51,8 @@ class RandomPolicy(Policy):
 class RandomAllPolicy(RandomPolicy):
     name = "random-all"
     shown_only = False
+
+    def __init__(self, options, ctx):
+        super().__init__(options, ctx)
+        import random
+        self.rng = random.Random(f"random:{options.seed}")    # the draws of earlier versions' random
