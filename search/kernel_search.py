@@ -56,6 +56,10 @@ STRUCTURE_SHARE = 0.5   # a structure is explored only when it costs at most thi
 STRUCTURE_SAMPLES = 16  # and at most one structure per this many samples of the local search
 COMPOSITE_RANK = -10_000  # composite moves come before one-step variants among siblings of equal estimate
 COMPOSITE_FIRST = 3       # a slot's composite moves measured before its one-step variants (largest slot first)
+COMPOSITE_SHARE = 0.1     # ... in a slot taking at least this share of its structure's kernel time
+REPEAT_DISCOUNT = 0.5     # a move's expected saving, per move of its kind from its parent that did not beat it
+SLOT_BONUS = 0.1          # expected saving: optimism in proportion to the slot's time (a model's doubt about a
+                          # variant of the 99% slot outweighs its promise for a slot of 0.2%)
 NOT_IN_CONTEXT = "not in context"   # a variant whose steps the whole program's guards refuse (never measured)
 
 
@@ -107,17 +111,22 @@ class Limits:
     seconds_spent: float = 0.0
 
 
-def priority(v: Variant, slot_ms: float, estimate: float, done: list) -> tuple:
+def priority(v: Variant, slot_ms: float, estimate: float, done: list, large: bool = True, repeats: int = 0) -> tuple:
     """How soon an unmeasured variant of a slot is measured (the largest first). A composite of a
-    slot that has had fewer than COMPOSITE_FIRST of them measured (``done``) comes first, the slot
+    slot that has had fewer than COMPOSITE_FIRST of them measured (``done``) and that takes at least
+    COMPOSITE_SHARE of its structure's kernel time (``large``: a slot of 0.2% of the time is not
+    worth three samples before the big slot's one-step variants) comes first, the slot
     taking the most time first (the model, trained on single steps, cannot price a coordinated
     move), a kind of composite not yet measured there before another instance of one that was
     (three instances of one tiling tell less than a tile, a register block and a packed register
-    block); otherwise the largest expected saving."""
-    if v.rank < 0 and len(done) < COMPOSITE_FIRST:
+    block); otherwise the largest expected saving, plus ``SLOT_BONUS`` of the slot's time, discounted
+    by ``REPEAT_DISCOUNT`` for each move of the same kind (``repeats``) measured from the same
+    variant without beating it (a fifth tiling factor after four ties tells little)."""
+    if v.rank < 0 and len(done) < COMPOSITE_FIRST and large:
         fresh = v.composite not in {d.composite for d in done}
         return (True, slot_ms, fresh, -estimate, -v.rank, v.key)
-    return (False, slot_ms - estimate, False, 0.0, -v.rank, v.key)
+    saving = slot_ms * (1 + SLOT_BONUS) - estimate
+    return (False, saving * REPEAT_DISCOUNT ** repeats if saving > 0 else saving, False, 0.0, -v.rank, v.key)
 
 
 def _record_of(step) -> dict:
@@ -208,13 +217,18 @@ class KernelSearch:
         """Estimated time of every unmeasured variant in the given slots (see the module text)."""
         todo = [self.variants[k] for b in bases for k in self.graph.members.get(b, [b])
                 if self.variants[k].status is None and self.variants[k].parent is not None]
-        base_ms = {b: self.variants[b].ms for b in bases}
         out: dict[str, float] = {}
         if todo and self.model.ready:
-            preds = self.model.predict([self._x(v) for v in todo])
+            # the model predicts a variant's speedup over its slot's kernel; a variant is anchored to
+            # its measured parent: the parent's time times the predicted gain of the child over it
+            parents = sorted({v.parent for v in todo if v.parent != v.base and self.variants[v.parent].ms})
+            preds = self.model.predict([self._x(v) for v in todo] + [self._x(self.variants[k]) for k in parents])
+            lp_parent = dict(zip(parents, preds[len(todo):]))
             for v, lp in zip(todo, preds):
-                if base_ms.get(v.base):
-                    out[v.key] = base_ms[v.base] * math.exp(-lp) * (1 + 1e-6 * v.rank)
+                parent = self.variants[v.parent]
+                if parent.ms and (v.parent == v.base or v.parent in lp_parent):
+                    gain = lp - lp_parent.get(v.parent, 0.0)
+                    out[v.key] = parent.ms * math.exp(-gain) * (1 + 1e-6 * v.rank)
         for v in todo:
             if v.key not in out:
                 parent = self.variants[v.parent]
@@ -405,17 +419,29 @@ class KernelSearch:
     def _priorities(self, bases: list[str], est: dict) -> dict:
         """The search's order of every unmeasured variant of the given slots (``priority``)."""
         out = {}
+        total = sum(self._best(b).ms for b in bases if self._best(b) is not None)
         for b in bases:
             best = self._best(b)
             if best is None:
                 continue
+            large = best.ms >= COMPOSITE_SHARE * total
             members = self.graph.members.get(b, [b])
             # composites first: up to COMPOSITE_FIRST of a slot's are measured before its one-step variants
             done = [self.variants[k] for k in members if self.variants[k].rank < 0
                     and self.variants[k].status is not None]
+            flat: dict = {}                 # (parent, kind) -> moves measured from it that did not beat it
+            for k in members:
+                v = self.variants[k]
+                if v.status is not None and v.parent is not None:
+                    p = self.variants[v.parent]
+                    if not (v.ms and p.ms and v.ms < p.ms / (1 + self.options.noise_floor)):
+                        flat[(v.parent, v.composite or v.strategies[-1])] = flat.get((v.parent, v.composite or
+                                                                                       v.strategies[-1]), 0) + 1
             for k in members:
                 if k in est:
-                    out[k] = priority(self.variants[k], best.ms, est[k], done)
+                    v = self.variants[k]
+                    out[k] = priority(v, best.ms, est[k], done, large,
+                                      flat.get((v.parent, v.composite or v.strategies[-1]), 0))
         return out
 
     def _explore(self) -> None:
