@@ -1,0 +1,32 @@
+"""KernelBench level 2, problem 12 (gemm, multiply by a scalar, LeakyReLU), at a reduced shape."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features, multiplier, negative_slope):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features)
+        self.multiplier = multiplier
+        self.leaky_relu = nn.LeakyReLU(negative_slope)
+
+    def forward(self, x):
+        x = self.gemm(x)
+        x = x * self.multiplier
+        x = self.leaky_relu(x)
+        return x
+
+
+batch_size = 64
+in_features = 256
+out_features = 256
+multiplier = 2.0
+negative_slope = 0.1
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features, multiplier, negative_slope]
