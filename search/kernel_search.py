@@ -91,6 +91,11 @@ class Variant:
     def strategies(self) -> list[str]:
         return [s.get("strategy", "") for s in self.steps]
 
+    @property
+    def label(self) -> str:
+        """The kind of the move that made it: its composite's name, else its last step's strategy."""
+        return self.composite or (self.strategies[-1] if self.steps else "kernel")
+
 
 @dataclass
 class Structure:
@@ -419,9 +424,9 @@ class KernelSearch:
     def _priorities(self, bases: list[str], est: dict) -> dict:
         """The search's order of every unmeasured variant of the given slots (``priority``)."""
         out = {}
-        total = sum(self._best(b).ms for b in bases if self._best(b) is not None)
-        for b in bases:
-            best = self._best(b)
+        bests = {b: self._best(b) for b in bases}
+        total = sum(best.ms for best in bests.values() if best is not None)
+        for b, best in bests.items():
             if best is None:
                 continue
             large = best.ms >= COMPOSITE_SHARE * total
@@ -435,13 +440,12 @@ class KernelSearch:
                 if v.status is not None and v.parent is not None:
                     p = self.variants[v.parent]
                     if not (v.ms and p.ms and v.ms < p.ms / (1 + self.options.noise_floor)):
-                        flat[(v.parent, v.composite or v.strategies[-1])] = flat.get((v.parent, v.composite or
-                                                                                       v.strategies[-1]), 0) + 1
+                        flat[(v.parent, v.label)] = flat.get((v.parent, v.label), 0) + 1
             for k in members:
                 if k in est:
                     v = self.variants[k]
                     out[k] = priority(v, best.ms, est[k], done, large,
-                                      flat.get((v.parent, v.composite or v.strategies[-1]), 0))
+                                      flat.get((v.parent, v.label), 0))
         return out
 
     def _explore(self) -> None:
@@ -499,21 +503,20 @@ class KernelSearch:
         measured = [v for v in self.variants.values() if v.parent == state.key and v.status is not None
                     and v.status != NOT_IN_CONTEXT]
         base = self.variants[state.base]
+        slot = bases.index(state.base) if state.base in bases else 0
 
         def build():
-            done = tuple(f"{v.composite or v.strategies[-1]}: " + (f"{state.ms / v.ms:.3g}x {v.verdict or ''}".rstrip()
-                                                                   if v.ms and state.ms else str(v.status))
+            done = tuple(f"{v.label}: " + (f"{state.ms / v.ms:.3g}x {v.verdict or ''}".rstrip()
+                                           if v.ms and state.ms else str(v.status))
                          for v in sorted(measured, key=lambda v: v.order))
-            ks = KernelState(self.run.program.name, bases.index(state.base) if state.base in bases else 0,
-                             len(bases), state.program, state.key, tuple(state.strategies),
-                             (base.ms / state.ms) if base.ms and state.ms else 1.0, done)
+            ks = KernelState(self.run.program.name, slot, len(bases), state.program, state.key,
+                             tuple(state.strategies), (base.ms / state.ms) if base.ms and state.ms else 1.0, done)
             return kernel_question(ks, [kernel_move(v.key, state.program, v.program, v.steps[-1], v.composite,
                                                     v.description) for v in children], self.options)
 
-        return KernelAsk(bases.index(state.base) if state.base in bases else 0, [v.key for v in children],
-                         [v.composite or v.strategies[-1] for v in children], [est[v.key] for v in children],
+        return KernelAsk(slot, [v.key for v in children], [v.label for v in children], [est[v.key] for v in children],
                          [prio[v.key] for v in children],
-                         [{"label": v.composite or v.strategies[-1], "verdict": v.verdict, "status": v.status,
+                         [{"label": v.label, "verdict": v.verdict, "status": v.status,
                            "ratio": (state.ms / v.ms) if v.ms and state.ms else None} for v in measured], build)
 
     # ------------------------------------------------------------------ composition

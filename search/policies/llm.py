@@ -174,7 +174,8 @@ class MenuLLMPolicy(_LLMPolicy):
         """The kernel search's question, page by page (``search.kernel_question``): a move's number
         is the choice; a "more" line's number asks the page of the moves it stands for."""
         q = ask.question
-        page, pages = q.first(), []
+        first = page = q.first()
+        pages = []
         for _ in range(len(q.moves) + 4):
             numbers = page.numbers()
             record = {"kernel": {"slot": ask.slot, "state": q.state.key, "page": len(pages) + 1, "moves": len(q.moves),
@@ -198,7 +199,7 @@ class MenuLLMPolicy(_LLMPolicy):
             kind, nxt = q.follow(page, num)
             if kind == "move":
                 return KernelPick(nxt, call=call, extra={"pick": "llm", "pages": pages, "shown": page.size,
-                                                        "first_page": len(q.first().shown_moves)})
+                                                        "first_page": len(first.shown_moves)})
             page = nxt
         return KernelPick(failure={"reason": "parse failed", "message": "the model kept asking for more pages"})
 
