@@ -298,3 +298,11 @@ def test_a_trajectory_written_before_issue_21_still_replays_with_the_cli():
                        capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     got = json.loads(r.stdout)
     assert r.returncode == 0 and got["reproduced"] and got["equal"] and got["steps"] >= 2, r.stderr
+
+
+def test_outputs_go_into_a_folder_that_does_not_exist_yet(tmp_path):
+    """``-o out/run.json`` on a fresh checkout: the folder is made, the file written whole."""
+    from engine.leir.files import write_atomic
+    target = tmp_path / "out" / "deeper" / "run.json"
+    write_atomic(target, "{}\n")
+    assert target.read_text() == "{}\n" and [p.name for p in target.parent.iterdir()] == ["run.json"]

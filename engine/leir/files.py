@@ -460,10 +460,12 @@ def json_lines(path, *, torn_tail: bool = False):
 
 
 def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a killed job never leaves a half-written file."""
+    """Write ``text`` to ``path`` so that a killed job never leaves a half-written file; its folder is made if
+    missing (``-o out/run.json`` on a fresh checkout)."""
     import os
     import tempfile
     p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent if str(p.parent) else ".")
     try:
         with os.fdopen(fd, "w") as f:
