@@ -16,11 +16,14 @@ import time
 from pathlib import Path
 
 from engine.leir.diagnostics import LeirError
+from engine.plumbing.jobs import TIME_LIMIT
 from engine.rewrite.rule_sources import add_rules_options
 
 from lowering.measure.stats import CONFIDENCE, LOOK_EVERY, NOISE_FLOOR, ROUNDS, looks, min_rounds
 
 DEFAULT_MAX_POINTS = 1 << 24
+# one program's task at most (seconds): a timed program of the corpus takes 5-150 s on 2 cores
+PROGRAM_TIME_LIMIT = 1200.0
 
 USAGE_EPILOG = """examples:
   python -m dataset.generate examples -o out/examples --per-program 6
@@ -117,6 +120,10 @@ def parser() -> argparse.ArgumentParser:
                         "valid one (a program still over --max-points is skipped)")
     g.add_argument("--shrink-points", type=int, default=16384, help="target size of --shrink (default 16384)")
     g.add_argument("--timeout", type=float, default=300.0, help="seconds per verification (default 300)")
+    g.add_argument("--program-time-limit", type=float, default=PROGRAM_TIME_LIMIT,
+                   help=f"seconds one program's task may take (default {PROGRAM_TIME_LIMIT:g}; 0: no limit); a "
+                        "program past it is stopped and left out with the note 'time limit' (skipped.jsonl, "
+                        "stats.json, the last line), the job goes on; a later run keeps the note")
     a = ap.add_argument_group("assembly")
     a.add_argument("--test-fraction", type=float, default=0.1, help="fraction of program types held out for the "
                                                                     "test split (default 0.1)")
@@ -276,6 +283,8 @@ def main(argv=None) -> int:
         raise LeirError("--address joins a Ray cluster: use it with --backend ray")
     if args.timeout <= 0:
         raise LeirError("--timeout must be positive")
+    if args.program_time_limit < 0:
+        raise LeirError("--program-time-limit must be 0 (no limit) or positive")
     timing_options(args)            # its errors before any work
     menu_options(args)
     kernel_menu_options(args)
@@ -316,6 +325,7 @@ def run(args) -> int:
         bar.advance(rows=counts["rows"], failures=counts["failures"])
 
     backend = job_backend(args.backend, args.workers, "dataset.generate.task_module", crashed_result, address=args.address,
+                          task_timeout=args.program_time_limit or None,
                           log=str(journal.root / "workers.log"))
     try:
         backend.run(pending, options, commit)
@@ -347,8 +357,9 @@ def run(args) -> int:
                   "rows_per_wall_minute_this_run": round(counts["rows"] / (wall / 60), 2) if wall else None}
     stats = asm.finish(job, throughput, split_info)
     skipped = sum(stats["sources"]["skipped"].values())
-    print(f"{stats['rows']} verified rows, {stats['failures']} failures (rule bugs), {skipped} sources skipped "
-          f"-> {out} ({wall:.1f} s)", file=sys.stderr)
+    limited = stats["sources"]["skipped"].get(TIME_LIMIT, 0)
+    print(f"{stats['rows']} verified rows, {stats['failures']} failures (rule bugs), {skipped} sources skipped"
+          f"{f' ({limited} past --program-time-limit)' if limited else ''} -> {out} ({wall:.1f} s)", file=sys.stderr)
     if stats["mix"]:
         from ..assembly.mix import summary
         print(f"mix {args.mix}:\n" + summary(stats["mix"]["splits"]), file=sys.stderr)

@@ -24,8 +24,11 @@ def close() -> None:
 
 
 def crashed_result(spec: dict, message: str) -> dict:
-    """The result of a task whose worker died twice: the program is skipped with a note."""
+    """The result of a task whose worker died twice, or that ran past ``--program-time-limit``: the
+    program is skipped with a note saying which."""
+    from engine.plumbing.jobs import TIME_LIMIT
+    reason = TIME_LIMIT if message.startswith(TIME_LIMIT) else "worker crashed"
     return {"index": spec["index"], "source": spec["source"], "status": "skipped",
-            "note": {"reason": "worker crashed", "message": message}, "program": None, "origin": None, "key": None,
+            "note": {"reason": reason, "message": message}, "program": None, "origin": None, "key": None,
             "rows": [], "failures": [], "invalid": [],
             "counts": {"neighbours": 0, "sampled": 0, "verified": 0, "failed": 0}, "seconds": 0.0}

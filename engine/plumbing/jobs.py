@@ -9,12 +9,16 @@ so a task gives the same result wherever it ran.
 ``local``: N worker processes (``python -m engine.plumbing.jobs FD TASK_MODULE``), fed by N
 driver threads. A worker that dies (a segfault in native code, an out-of-memory kill) is
 replaced and its task tried once more; a second death is the task's result (``on_crash``), not
-the job's end. Workers end with the driver (``procs``).
+the job's end. A task still running after ``task_timeout`` seconds has its worker killed and
+replaced; ``on_crash(spec, message)`` gives its result (the message says the limit), with no second
+try: the job goes on. Workers end with the driver (``procs``).
 
 ``ray``: one Ray task per task (``max_retries`` on worker death; idempotent, since only the
 driver commits), at most twice the cluster's CPUs in flight. Joins a running cluster with
 ``address`` (``ray start --head`` on one machine, ``ray start --address=HEAD:6379`` on the
-others), or starts a local instance with ``workers`` CPUs.
+others), or starts a local instance with ``workers`` CPUs. With a ``task_timeout`` at most one
+task per CPU is in flight and a task's clock starts when it is submitted; one past the limit is
+cancelled (its worker killed) and ``on_crash`` gives its result.
 """
 from __future__ import annotations
 
@@ -27,6 +31,11 @@ from collections.abc import Callable
 RETRIES = 1
 
 OnCrash = Callable[[dict, str], object]          # (spec, message) -> the result of a task whose worker died
+TIME_LIMIT = "time limit"                       # how a task stopped by its time limit's message begins
+
+
+def _limit_message(seconds: float) -> str:
+    return f"{TIME_LIMIT}: still running after {seconds:g} s (stopped; the job went on)"
 
 
 class LocalBackend:
@@ -35,11 +44,13 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, workers: int, task_module: str, on_crash: OnCrash, log=None):
+    def __init__(self, workers: int, task_module: str, on_crash: OnCrash, log=None,
+                 task_timeout: float | None = None):
         self.workers = max(1, int(workers))
         self.task_module = task_module
         self.on_crash = on_crash
         self.log = log
+        self.task_timeout = task_timeout or None
         self._started: list = []
 
     def run(self, tasks: list[tuple[str, dict]], options, on_result: Callable[[str, object], None]) -> None:
@@ -64,9 +75,12 @@ class LocalBackend:
                 result = None
                 for attempt in range(RETRIES + 1):
                     try:
-                        status, payload = worker.call(("run", options, spec))
+                        status, payload = worker.call(("run", options, spec), timeout=self.task_timeout)
                     except WorkerFailed as e:
                         worker = spare.get()          # a replacement made by the main thread
+                        if e.reason == "timeout":
+                            result = self.on_crash(spec, _limit_message(self.task_timeout))
+                            break
                         if attempt == RETRIES:
                             result = self.on_crash(spec, e.message)
                         continue
@@ -129,11 +143,13 @@ class RayBackend:
 
     name = "ray"
 
-    def __init__(self, workers: int, task_module: str, on_crash: OnCrash, address: str | None = None):
+    def __init__(self, workers: int, task_module: str, on_crash: OnCrash, address: str | None = None,
+                 task_timeout: float | None = None):
         self.workers = max(1, int(workers))
         self.task_module = task_module
         self.on_crash = on_crash
         self.address = address
+        self.task_timeout = task_timeout or None
 
     def run(self, tasks: list[tuple[str, dict]], options, on_result: Callable[[str, object], None]) -> None:
         from engine.leir.diagnostics import LeirError
@@ -158,37 +174,57 @@ class RayBackend:
                          runtime_env={"env_vars": {"PYTHONPATH": path}})
             started = True
         try:
+            import time
             remote = ray.remote(max_retries=2, retry_exceptions=False)(run_in_ray)
-            window = max(2, 2 * int(ray.cluster_resources().get("CPU", self.workers)))
+            cpus = int(ray.cluster_resources().get("CPU", self.workers))
+            window = max(1, cpus) if self.task_timeout else max(2, 2 * cpus)
             pending: dict = {}
+            started: dict = {}
+
+            def submit(tid, spec):
+                ref = remote.remote(self.task_module, options, spec)
+                pending[ref], started[ref] = (tid, spec), time.monotonic()
+
             it = iter(tasks)
             for tid, spec in it:
-                pending[remote.remote(self.task_module, options, spec)] = (tid, spec)
+                submit(tid, spec)
                 if len(pending) >= window:
                     break
             while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                ref = ready[0]
-                tid, spec = pending.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except (ray.exceptions.WorkerCrashedError, ray.exceptions.RayTaskError) as e:
-                    result = self.on_crash(spec, str(e).splitlines()[0])
+                wait = None
+                if self.task_timeout:
+                    wait = max(0.0, min(started.values()) + self.task_timeout - time.monotonic())
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait)
+                if ready:
+                    ref = ready[0]
+                    tid, spec = pending.pop(ref)
+                    started.pop(ref)
+                    try:
+                        result = ray.get(ref)
+                    except (ray.exceptions.WorkerCrashedError, ray.exceptions.RayTaskError) as e:
+                        result = self.on_crash(spec, str(e).splitlines()[0])
+                else:                                   # the oldest task is past its limit
+                    ref = min(started, key=started.get)
+                    ray.cancel(ref, force=True)
+                    tid, spec = pending.pop(ref)
+                    started.pop(ref)
+                    result = self.on_crash(spec, _limit_message(self.task_timeout))
                 on_result(tid, result)
                 nxt = next(it, None)
                 if nxt is not None:
-                    pending[remote.remote(self.task_module, options, nxt[1])] = nxt
+                    submit(*nxt)
         finally:
             if started:
                 ray.shutdown()
 
 
 def backend(kind: str, workers: int, task_module: str, on_crash: OnCrash, *, address: str | None = None,
-            log=None):
-    """The backend a job's ``--backend``/``--workers``/``--address`` name (``log``: local only)."""
+            log=None, task_timeout: float | None = None):
+    """The backend a job's ``--backend``/``--workers``/``--address`` name (``log``: local only;
+    ``task_timeout``: seconds a task may run, None for no limit)."""
     if kind == "ray":
-        return RayBackend(workers, task_module, on_crash, address)
-    return LocalBackend(workers, task_module, on_crash, log=log)
+        return RayBackend(workers, task_module, on_crash, address, task_timeout=task_timeout)
+    return LocalBackend(workers, task_module, on_crash, log=log, task_timeout=task_timeout)
 
 
 def run_in_ray(task_module: str, options, spec: dict):

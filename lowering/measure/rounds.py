@@ -4,10 +4,12 @@ measured next to each other in time under one hold of the machine-wide timing lo
 Every program is built once (the worker's build cache: a candidate verified before is not built
 again), given its own buffers and the same seeded inputs (the programs share an interface) and
 warmed; then rounds are measured. One measurement is the fastest of ``best_of`` means of
-``number`` back-to-back runs (``time_evaluator``), ``number`` calibrated on the *fastest* program
-so that every mean lasts at least ``min_ms``: a kernel of a few microseconds is never timed one
-call at a time (the timer would not resolve it), and the fastest of a few short means drops most
-of the time other processes take (load only ever adds time).
+back-to-back runs (``time_evaluator``), the runs per mean calibrated on *each* program so that its
+mean lasts at least ``min_ms``: a kernel of a few microseconds is never timed one call at a time
+(the timer would not resolve it), and the fastest of a few short means drops most of the time
+other processes take (load only ever adds time). Runs calibrated on the fastest program alone
+made a candidate 1,300 times slower than its parent (HardTanh: 8 ms against 6 us) run 84 times
+per mean, 3.4 s a measurement, and held a dataset job's worker for minutes.
 
 * ``measure_schedule_now``: a fixed schedule (per round, the indices to measure in order).
 * ``measure_paired_now``: the parent (program 0) against candidates, round after round in the
@@ -85,6 +87,11 @@ def _warm(evals, warmup: int, target: str) -> None:
             d.sync()
 
 
+def calibrate_each(evals, min_ms: float) -> list[int]:
+    """Runs per mean of each program, so that each one's mean lasts at least ``min_ms``."""
+    return [calibrate([ev], min_ms) for ev in evals]
+
+
 def calibrate(evals, min_ms: float) -> int:
     """Runs per mean so that a mean of the fastest program lasts at least ``min_ms`` (from the
     fastest of 3 single runs of each)."""
@@ -98,14 +105,16 @@ def calibrate(evals, min_ms: float) -> int:
 
 
 def _empty(**kw) -> dict:
-    out = {"ok": False, "reason": "measured", "message": None, "failed": None, "number": None, "seconds": 0.0}
+    out = {"ok": False, "reason": "measured", "message": None, "failed": None, "number": None, "numbers": None,
+           "seconds": 0.0}
     out.update(kw)
     return out
 
 
 def measure_schedule_now(programs: list[dict], sched: list[list[int]], opts: dict) -> dict:
-    """{"ok", "reason", "message", "failed": index or None, "number", "times": ms per round per
-    schedule entry, "seconds"}; ``reason`` "measured", "build failed" or "execution failed"."""
+    """{"ok", "reason", "message", "failed": index or None, "number" (the first program's runs per
+    mean), "numbers" (each program's), "times": ms per round per schedule entry, "seconds"};
+    ``reason`` "measured", "build failed" or "execution failed"."""
     from ..tir import first_line
     from .lock import TimingLock
     t0 = time.perf_counter()
@@ -116,8 +125,9 @@ def measure_schedule_now(programs: list[dict], sched: list[list[int]], opts: dic
     try:
         with TimingLock(opts["target"]):
             _warm(evals, opts["warmup"], opts["target"])
-            number = calibrate(evals, opts["min_ms"])
-            timers = [mod.time_evaluator("main", d, number=number, repeat=opts["best_of"]) for mod, d, _ in evals]
+            numbers = calibrate_each(evals, opts["min_ms"])
+            timers = [mod.time_evaluator("main", d, number=k, repeat=opts["best_of"])
+                      for (mod, d, _), k in zip(evals, numbers)]
             times = []
             for order in sched:
                 row = []
@@ -126,12 +136,13 @@ def measure_schedule_now(programs: list[dict], sched: list[list[int]], opts: dic
                 times.append(row)
     except Exception as e:      # TVM's runtime errors
         return _empty(times=[], reason="execution failed", failed=i, message=f"timing failed: {first_line(e)}")
-    return _empty(ok=True, number=number, times=times, seconds=time.perf_counter() - t0)
+    return _empty(ok=True, number=numbers[0], numbers=numbers, times=times, seconds=time.perf_counter() - t0)
 
 
 def measure_paired_now(programs: list[dict], opts: dict) -> dict:
     """The parent (``programs[0]``) against each candidate under the sequential rule of
-    ``opts["protocol"]``: {"ok", "reason", "message", "failed", "number", "samples": per candidate
+    ``opts["protocol"]``: {"ok", "reason", "message", "failed", "number", "numbers" (as
+    ``measure_schedule_now``), "samples": per candidate
     {"parent": [...], "candidate": [...]} (ms, stored precision, ending where the rule stopped),
     "rounds": rounds measured, "seconds"}. ``opts["sum_model"]``: the programs are slot kernels
     and the rule decides on the whole program's speedup (``lowering.measure.summodel.scaler``)."""
@@ -156,8 +167,9 @@ def measure_paired_now(programs: list[dict], opts: dict) -> dict:
     try:
         with TimingLock(opts["target"]):
             _warm(evals, opts["warmup"], opts["target"])
-            number = calibrate(evals, protocol.min_ms)
-            timers = [mod.time_evaluator("main", d, number=number, repeat=protocol.best_of) for mod, d, _ in evals]
+            numbers = calibrate_each(evals, protocol.min_ms)
+            timers = [mod.time_evaluator("main", d, number=k, repeat=protocol.best_of)
+                      for (mod, d, _), k in zip(evals, numbers)]
             while active and r < protocol.rounds:
                 order = round_order(active, r)
                 row = []
@@ -174,4 +186,5 @@ def measure_paired_now(programs: list[dict], opts: dict) -> dict:
                                             scale)["decided"]]
     except Exception as e:      # TVM's runtime errors
         return _empty(samples=[], reason="execution failed", failed=i, message=f"timing failed: {first_line(e)}")
-    return _empty(ok=True, number=number, samples=samples, rounds=r, seconds=time.perf_counter() - t0)
+    return _empty(ok=True, number=numbers[0], numbers=numbers, samples=samples, rounds=r,
+                  seconds=time.perf_counter() - t0)

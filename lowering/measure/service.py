@@ -127,8 +127,9 @@ class Measurer:
                 self.seconds += float(res.get("seconds") or 0.0)
                 if res["ok"]:
                     self.rounds += int(res.get("rounds") or 0)
-                    for i, s in zip(chunk, res["samples"]):
-                        out[i] = (s, res["number"])
+                    numbers = res.get("numbers") or [res["number"]] * (len(chunk) + 1)
+                    for k, (i, s) in enumerate(zip(chunk, res["samples"]), 1):
+                        out[i] = (s, numbers[k])          # the candidate's runs per mean
                         self.measured += 1
                     break
                 bad = res.get("failed")
