@@ -1,6 +1,10 @@
-"""LEIR ``Program`` -> TVMScript text (one ``@T.prim_func(s_tir=True) def main``) -> TVM PrimFunc.
+"""LEIR ``Program`` -> TVMScript (one ``@T.prim_func(s_tir=True) def main``) -> TVM PrimFunc.
 
-The text is generated from the analysed program (``program.info``), deterministically:
+The TVMScript is generated from the analysed program (``program.info``), deterministically, as
+data (``script``: statements by depth, expressions as small trees); it is rendered to text only
+when asked (``Lowered.text``), and ``lower_prim_func`` / ``prim_func`` build the PrimFunc from it
+through TVM's IR builder (``builder``), structurally equal to parsing the text and many times
+faster. What it says:
 
 * parameters are the program's inputs then outputs, in declared order, then the *scratch*
   buffers (``Lowered.scratch``): every global intermediate with its inferred shape, in
@@ -30,16 +34,18 @@ The text is generated from the analysed program (``program.info``), deterministi
 
 The stages, one module each: ``names`` (identifiers, dtypes), ``access`` (which elements the
 equations under a loop touch), ``placement`` (where shared/local buffers are allocated),
-``expressions`` (typed expressions), ``statements`` (loops, blocks, stores), ``api`` (text,
+``expressions`` (typed expressions), ``statements`` (loops, blocks, stores), ``script`` (the
+TVMScript as data, and its text), ``builder`` (its PrimFunc without the text), ``api`` (text,
 PrimFunc, build options), ``cuda`` (CUDA module, source, PTX); ``python -m lowering.tir`` is
 ``__main__``. The CUDA lowering first plans kernels with ``lowering.cuda_plan``.
 """
 from __future__ import annotations
 
-from .api import first_line, from_tvmscript, lower, lower_module, lower_to_tvmscript, pass_config
+from .api import (first_line, from_tvmscript, lower, lower_module, lower_prim_func, lower_to_tvmscript, pass_config,
+                  prim_func)
 from .cuda import cuda_ptx, cuda_source
 from .names import TARGETS
 from .statements import Lowered
 
 __all__ = ["TARGETS", "Lowered", "cuda_ptx", "cuda_source", "first_line", "from_tvmscript", "lower",
-           "lower_module", "lower_to_tvmscript", "pass_config"]
+           "lower_module", "lower_prim_func", "lower_to_tvmscript", "pass_config", "prim_func"]

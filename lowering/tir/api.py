@@ -1,4 +1,5 @@
-"""A program lowered to TVMScript text, parsed into a TVM PrimFunc, and the options of its build."""
+"""A program lowered to TVMScript (a ``lowering.tir.script``), as a TVM PrimFunc (built directly, or
+parsed from the text), and the options of its build."""
 from __future__ import annotations
 
 import re
@@ -17,6 +18,26 @@ def lower_module(program, target: str = "llvm", vectorize: bool = True, vector_e
 def lower_to_tvmscript(program, target: str = "llvm", vectorize: bool = True) -> str:
     """Deterministic TVMScript text of ``program`` for ``target`` ("llvm" or "cuda")."""
     return lower_module(program, target, vectorize).text
+
+
+def prim_func(lowered: Lowered):
+    """The PrimFunc of ``lowered``, built from its script through TVM's IR builder without the
+    text (``LoweringError`` if TVM rejects it); structurally equal to ``from_tvmscript(lowered.text)``."""
+    from .builder import build
+    try:
+        return build(lowered.script)
+    except LoweringError:
+        raise
+    except Exception as e:  # TVM raises TVMError, ValueError, ... with long traces
+        raise LoweringError(f"TVM rejected the generated TIR: {first_line(e)}", stage="build") from None
+
+
+def lower_prim_func(program, target: str = "llvm", vectorize: bool = True, vector_exp: bool = True):
+    """(PrimFunc, Lowered) of ``program`` for ``target`` without writing or parsing TVMScript text;
+    ``Lowered.text`` renders the text when asked, ``Lowered.vectorized`` says whether
+    ``vectorize=False`` would lower it differently."""
+    lowered = lower_module(program, target, vectorize, vector_exp)
+    return prim_func(lowered), lowered
 
 
 def from_tvmscript(text: str):

@@ -1,5 +1,5 @@
 """LEIR expressions as typed TVMScript expressions (``lowering.types``; half precision computed in
-float32, ``lowering.narrow``)."""
+float32, ``lowering.narrow``), written as ``lowering.tir.script`` trees."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,37 +10,37 @@ from engine.leir.ast import BinOp, Call, Compare, Num, Ref, Unary, Var
 from ..errors import LoweringError
 from ..narrow import COMPUTE, HALF, compute_type
 from ..types import WEAK_FLOAT, WEAK_INT, concrete, is_float, is_int, promote, real_type
-from ..vecmath import exp_f32
 from .names import block_var, py_name, tvm_dtype
+from .script import Bin, Const, ExpF32, Index, Name, Neg, Number, Paren, T, string
 
 
-def literal(text: str, dtype: str) -> str:
+def literal(text: str, dtype: str):
     """A LEIR literal as a TVMScript constant of ``dtype``."""
     if text == "inf":
         if is_float(dtype):
-            return f'T.{dtype}("inf")'
-        return f'T.max_value("{dtype}")'
+            return T(dtype, string("inf"))
+        return T("max_value", string(dtype))
     integral = text.isdigit()
     if dtype == "int32" and integral:
-        return text
+        return Number(text)
     if dtype == "bool":
-        return "T.bool(True)" if float(text) != 0 else "T.bool(False)"
+        return T("bool", Const("True", True)) if float(text) != 0 else T("bool", Const("False", False))
     if is_int(dtype) and not integral:
-        return f'T.Cast("{dtype}", T.float64({text}))'
-    return f"T.{dtype}({text})"
+        return T("Cast", string(dtype), T("float64", Number(text)))
+    return T(dtype, Number(text))
 
 
 _INIT_TEXT = {"0": "0", "1": "1"}
 
 
-def init_value(identity: str, dtype: str) -> str:
+def init_value(identity: str, dtype: str):
     """The identity as one constant (``T.float16("-inf")``, not a negation TVM could hoist into a
     host-side variable and pass to a kernel as a scalar argument)."""
     if identity in _INIT_TEXT:
-        return literal(identity, dtype) if dtype != "int32" else identity
+        return literal(identity, dtype) if dtype != "int32" else Number(identity)
     if is_float(dtype):
-        return f'T.{dtype}("{identity}")'
-    return f'T.min_value("{dtype}")' if identity == "-inf" else f'T.max_value("{dtype}")'
+        return T(dtype, string(identity))
+    return T("min_value", string(dtype)) if identity == "-inf" else T("max_value", string(dtype))
 
 
 # Python precedence levels of generated expressions (higher binds tighter).
@@ -112,94 +112,99 @@ class ExprLowerer:
                 return promote(self.ty(e.args[1], ctx), self.ty(e.args[2], ctx))
         raise LoweringError(f"cannot lower expression node {type(e).__name__}", e)
 
-    # -- text --------------------------------------------------------------------------------
-    def cast(self, text: str, have: str, want: str) -> str:
+    # -- script trees ------------------------------------------------------------------------
+    def cast(self, node, have: str, want: str):
         if have == want:
-            return text
-        return f'T.Cast("{want}", {text})'
+            return node
+        return T("Cast", string(want), node)
 
-    def value(self, e, want: str, ctx: str = "value", need: int = 0) -> str:
-        """Text computing ``e`` as a value of concrete dtype ``want``, parenthesised if it binds
-        looser than Python precedence level ``need``."""
+    def value(self, e, want: str, ctx: str = "value", need: int = 0):
+        """``e`` computed as a value of concrete dtype ``want``, parenthesised if it binds looser
+        than Python precedence level ``need``."""
         if isinstance(e, Num):
             return literal(e.text, want)
         t = concrete(self.ty(e, ctx), self.out, ctx != "value")
-        text, prec = self._bare(e, t, ctx)
+        node, prec = self._bare(e, t, ctx)
         if t != want:
-            return self.cast(text, t, want)
-        return f"({text})" if prec < need else text
+            return self.cast(node, t, want)
+        return Paren(node) if prec < need else node
 
-    def cond(self, e, need: int = 0) -> str:
+    def cond(self, e, need: int = 0):
         t = concrete(self.ty(e, "cond"), self.out, True)
         if t == "bool":
             return self.value(e, "bool", "cond", need)
-        text = f"{self.value(e, t, 'cond', _ADD)} != {literal('0', t)}"
-        return f"({text})" if _CMP < need else text
+        node = Bin("!=", self.value(e, t, "cond", _ADD), literal("0", t))
+        return Paren(node) if _CMP < need else node
 
-    def _bare(self, e, t: str, ctx: str) -> tuple[str, int]:
-        """Text of ``e`` computed in its own (concrete) type ``t``, with its precedence level."""
+    def _bare(self, e, t: str, ctx: str) -> tuple:
+        """``e`` computed in its own (concrete) type ``t``, with its precedence level."""
         if isinstance(e, Var):  # block variables are int32
-            return self.cast(self.var_text(e.name), "int32", t), _ATOM
+            return self.cast(Name(self.var_text(e.name)), "int32", t), _ATOM
         if isinstance(e, Ref):
             return self.read(e), _ATOM
         if isinstance(e, Unary):
-            return f"-{self.value(e.operand, t, ctx, _UNARY)}", _UNARY
+            return Neg(self.value(e.operand, t, ctx, _UNARY)), _UNARY
         if isinstance(e, BinOp):
             if e.op in ("&", "|"):
                 word, p = ("and", _AND) if e.op == "&" else ("or", _OR)
-                return f"{self.cond(e.lhs, p + 1)} {word} {self.cond(e.rhs, p + 1)}", p
+                return Bin(word, self.cond(e.lhs, p + 1), self.cond(e.rhs, p + 1)), p
             if e.op in ("+", "-", "*", "/"):
                 p = _ADD if e.op in ("+", "-") else _MUL
-                return f"{self.value(e.lhs, t, ctx, p)} {e.op} {self.value(e.rhs, t, ctx, p + 1)}", p
+                return Bin(e.op, self.value(e.lhs, t, ctx, p), self.value(e.rhs, t, ctx, p + 1)), p
             a, b = self.value(e.lhs, t, ctx), self.value(e.rhs, t, ctx)
             if e.op == "**":
-                return f"T.pow({a}, {b})", _ATOM
+                return T("pow", a, b), _ATOM
             if e.op == "//":
                 if not is_float(t):
-                    return f"T.floordiv({a}, {b})", _ATOM
-                return f"T.floor({self.value(e.lhs, t, ctx, _MUL)} / {self.value(e.rhs, t, ctx, _MUL + 1)})", _ATOM
+                    return T("floordiv", a, b), _ATOM
+                return T("floor", Bin("/", self.value(e.lhs, t, ctx, _MUL), self.value(e.rhs, t, ctx, _MUL + 1))), _ATOM
             if e.op == "%":
                 if not is_float(t):
-                    return f"T.floormod({a}, {b})", _ATOM
+                    return T("floormod", a, b), _ATOM
                 la, lb = self.value(e.lhs, t, ctx, _ADD), self.value(e.rhs, t, ctx, _MUL + 1)
-                fl = f"T.floor({self.value(e.lhs, t, ctx, _MUL)} / {lb})"
-                return f"{la} - {fl} * {lb}", _ADD
+                fl = T("floor", Bin("/", self.value(e.lhs, t, ctx, _MUL), lb))
+                return Bin("-", la, Bin("*", fl, lb)), _ADD
         if isinstance(e, Compare):
             common = self.ty(e.operands[0], "cond")
             for o in e.operands[1:]:
                 common = promote(common, self.ty(o, "cond"))
             common = concrete(common, self.out, True)
             ops = [self.value(o, common, "cond", _ADD) for o in e.operands]
-            parts = [f"{ops[k]} {op} {ops[k + 1]}" for k, op in enumerate(e.ops)]
-            return (parts[0], _CMP) if len(parts) == 1 else (" and ".join(parts), _AND)
+            parts = [Bin(op, ops[k], ops[k + 1]) for k, op in enumerate(e.ops)]
+            if len(parts) == 1:
+                return parts[0], _CMP
+            chain = parts[0]
+            for part in parts[1:]:   # a and b and c: Python folds it from the left
+                chain = Bin("and", chain, part)
+            return chain, _AND
         if isinstance(e, Call):
             f = e.func
             if f == "exp" and t == "float32" and self.let_vars is not None:
-                return exp_f32(self.value(e.args[0], t, ctx), self.let_vars()), _ATOM
+                return ExpF32(self.value(e.args[0], t, ctx), self.let_vars()), _ATOM
             if f in ("exp", "log", "sqrt", "erf", "abs"):
-                return f"T.{f}({self.value(e.args[0], t, ctx)})", _ATOM
+                return T(f, self.value(e.args[0], t, ctx)), _ATOM
             if f in ("max", "min"):
                 a, b = (self.value(x, t, ctx) for x in e.args)
-                return f"T.{f}({a}, {b})", _ATOM
+                return T(f, a, b), _ATOM
             if f == "if_then_else":
                 c, a, b = self.cond(e.args[0]), self.value(e.args[1], t, ctx), self.value(e.args[2], t, ctx)
-                return f"T.if_then_else({c}, {a}, {b})", _ATOM
+                return T("if_then_else", c, a, b), _ATOM
         raise LoweringError(f"cannot lower '{type(e).__name__}' here", e)
 
-    def read(self, r: Ref) -> str:
+    def read(self, r: Ref):
         """A tensor read as a value of its compute type: half precision widened, an accumulator
         rounded to its declared type unless the equation writing it reads it."""
         declared = tvm_dtype(self.buffers[r.name].dtype)
-        text = self.load(r)
+        node = self.load(r)
         if declared not in HALF:
-            return text
+            return node
         if self.storage.dtype(r.name, declared) == COMPUTE:
             if r.name == self.writes:
-                return text
-            text = f'T.Cast("{declared}", {text})'
-        return f'T.Cast("{COMPUTE}", {text})'
+                return node
+            node = T("Cast", string(declared), node)
+        return T("Cast", string(COMPUTE), node)
 
-    def load(self, r: Ref) -> str:
+    def load(self, r: Ref) -> Index:
         """The buffer access of ``r`` (in its storage type)."""
         drop = self.elided.get(r.name, ())
         idx = []
@@ -207,10 +212,10 @@ class ExprLowerer:
             if d in drop:
                 continue
             if i in self.axes:
-                idx.append(self.axes[i])
+                idx.append(Name(self.axes[i]))
                 continue
             t = self.ty(i, "index")
             if is_float(t):
                 raise LoweringError(f"index '{i}' of '{r.name}' is not an integer", r)
             idx.append(self.value(i, concrete(t, "int32", True), "index"))
-        return f"{self.storage.buffer(r.name)}[{', '.join(idx) if idx else '()'}]"
+        return Index(Name(self.storage.buffer(r.name)), tuple(idx))

@@ -1,4 +1,5 @@
-"""The program's statements as TVMScript: one ``main``, its loops, blocks and stores.
+"""The program's statements as TVMScript: one ``main``, its loops, blocks and stores, written as a
+``lowering.tir.script`` (rendered to text only when asked: ``Lowered.text``).
 
 Loop kinds
   ``llvm``: ``L`` -> serial (consecutive ones as ``T.grid``); ``U`` -> ``T.unroll``.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from engine.leir.ast import Equation, Nest, Ref, walk
 from engine.leir.printer import expr_to_str
@@ -35,16 +37,19 @@ from ..narrow import COMPUTE, HALF, accumulators, self_reads
 from ..vecmath import VARS
 from .access import accesses, independent, plain_entry
 from .expressions import ExprLowerer, Storage, init_value
-from .names import INDENT, LAUNCH_VAR, TARGETS, block_var, py_name, tvm_dtype
+from .names import LAUNCH_VAR, TARGETS, block_var, py_name, tvm_dtype
 from .placement import binds_block, has_bound, place_scoped
+from .script import (Assign, Bin, Call, Const, DictOf, Eval, For, Func, Index, ListOf, Name, Paren, Slice, Store,
+                     T, TupleOf, With, name_nodes, num, render, string)
 
 
-def _shape_text(shape) -> str:
-    if not shape:
-        return "()"
-    if len(shape) == 1:
-        return f"({shape[0]},)"
-    return "(" + ", ".join(str(s) for s in shape) + ")"
+def _shape(shape) -> TupleOf:
+    return TupleOf(tuple(num(s) for s in shape))
+
+
+def _launch() -> For:
+    """The one-block launch: ``for b_launch in T.thread_binding(1, thread="blockIdx.x"):``."""
+    return For((LAUNCH_VAR,), T("thread_binding", num(1), thread=string("blockIdx.x")))
 
 
 def _fresh(base: str, taken: set) -> str:
@@ -58,18 +63,28 @@ def _fresh(base: str, taken: set) -> str:
 
 @dataclass(frozen=True)
 class Lowered:
-    """Generated TVMScript and the scratch buffers its ``main`` takes after the outputs: every
-    function-level intermediate, in first-use order, as (name, shape, TVM dtype). The runner
-    allocates them zero-filled, like outputs, so no TVM pass can merge, re-point or reuse
-    the memory of a tensor that crosses kernels."""
+    """Generated TVMScript (``script``; its text ``text``, rendered when first asked) and the
+    scratch buffers its ``main`` takes after the outputs: every function-level intermediate, in
+    first-use order, as (name, shape, TVM dtype). The runner allocates them zero-filled, like
+    outputs, so no TVM pass can merge, re-point or reuse the memory of a tensor that crosses
+    kernels. ``lowering.tir.prim_func`` builds the PrimFunc from ``script`` without the text."""
 
-    text: str
+    script: tuple          # (depth, statement) pairs of lowering.tir.script
     scratch: tuple = ()
     notes: tuple = ()      # CUDA: (statement, loop, why) for bound loops run serially
 
+    @cached_property
+    def text(self) -> str:
+        return render(self.script)
+
+    @property
+    def vectorized(self) -> bool:
+        """Whether a loop is ``T.vectorized`` (``vectorize=False`` would lower it differently)."""
+        return any(isinstance(s, For) and s.iter.fn == "T.vectorized" for _, s in self.script)
+
 
 class Lowerer:
-    """One program's TVMScript for one target, built line by line (``run``)."""
+    """One program's TVMScript for one target, built statement by statement (``run``)."""
 
     def __init__(self, prog, target: str, vectorize: bool, vector_exp: bool = True):
         if target not in TARGETS:
@@ -84,8 +99,8 @@ class Lowerer:
         self.vectorize = vectorize
         self.vector_exp = vector_exp
         self.info = prog.info
-        self.lines: list[str] = []
-        self.let_decls: list[str] = []
+        self.lines: list[tuple] = []      # (depth, statement)
+        self.let_decls: list[Assign] = []
         self.block_names: dict[str, int] = {}
         self.eq_infos = list(self.info.equations)
         self.eq_pos = 0
@@ -105,11 +120,11 @@ class Lowerer:
         """Fresh variables for one inlined ``exp`` (``lowering.vecmath``), declared in its block."""
         k = len(self.let_decls) // len(VARS)
         names = tuple(f"_e{k}{tag}" for tag, _ in VARS)
-        self.let_decls += [f"{n} = T.{dtype}()" for n, (_, dtype) in zip(names, VARS)]
+        self.let_decls += [Assign((n,), T(dtype)) for n, (_, dtype) in zip(names, VARS)]
         return names
 
-    def emit(self, depth: int, text: str):
-        self.lines.append(INDENT * depth + text)
+    def emit(self, depth: int, stmt):
+        self.lines.append((depth, stmt))
 
     def dtype_of(self, name: str) -> str:
         """The storage type of a tensor (float32 for a half-precision accumulator)."""
@@ -118,15 +133,14 @@ class Lowerer:
     def run(self) -> Lowered:
         params = []
         for d in self.prog.inputs + self.prog.outputs:
-            params.append(f'{py_name(d.name)}: T.Buffer({_shape_text(d.shape)}, "{tvm_dtype(d.dtype)}")')
+            params.append((py_name(d.name), T("Buffer", _shape(d.shape), string(tvm_dtype(d.dtype)))))
         scratch = [(name, tuple(shape), self.dtype_of(name)) for name, shape, _ in self.func_level]
         scratch += [(self.storage.alias[d.name], tuple(d.shape), COMPUTE)
                     for d in self.prog.outputs if d.name in self.storage.alias]
         for name, shape, dtype in scratch:
-            params.append(f'{py_name(name)}: T.Buffer({_shape_text(shape)}, "{dtype}")')
-        self.emit(0, "@T.prim_func(s_tir=True)")
-        self.emit(0, f"def main({', '.join(params)}):")
-        self.emit(1, 'T.func_attr({"tir.noalias": True})')
+            params.append((py_name(name), T("Buffer", _shape(shape), string(dtype))))
+        self.emit(0, Func(tuple(params)))
+        self.emit(1, Eval(T("func_attr", DictOf(((string("tir.noalias"), Const("True", True)),)))))
         for i, nest in enumerate(self.prog.body):
             self.statement(i, nest)
         if self.eq_pos != len(self.eq_infos):
@@ -134,11 +148,11 @@ class Lowerer:
         for d in self.prog.outputs:
             if d.name in self.storage.alias:
                 self._round_out(d)
-        return Lowered("\n".join(self.lines) + "\n", tuple(scratch), tuple(self.notes))
+        return Lowered(tuple(self.lines), tuple(scratch), tuple(self.notes))
 
-    def _alloc(self, name: str, shape, scope: str) -> str:
-        extra = "" if scope == "global" else f', scope="{scope}"'
-        return f'{py_name(name)} = T.alloc_buffer({_shape_text(shape)}, "{self.dtype_of(name)}"{extra})'
+    def _alloc(self, name: str, shape, scope: str) -> Assign:
+        extra = {} if scope == "global" else {"scope": string(scope)}
+        return Assign((py_name(name),), T("alloc_buffer", _shape(shape), string(self.dtype_of(name)), **extra))
 
     def _round_out(self, d):
         """Round a half-precision output's float32 accumulator into the output, once."""
@@ -150,36 +164,36 @@ class Lowerer:
         if self.target == "cuda":
             threads = min(256, n)
             blocks = -(-n // threads)
-            self.emit(1, f'for b_out in T.thread_binding({blocks}, thread="blockIdx.x"):')
-            self.emit(2, f'for t_out in T.thread_binding({threads}, thread="threadIdx.x"):')
-            self.emit(3, f'with T.sblock("{d.name}_round"):')
-            self.emit(4, 'v_b, v_t = T.axis.remap("SS", [b_out, t_out])')
-            flat = f"v_b * {threads} + v_t"
+            self.emit(1, For(("b_out",), T("thread_binding", num(blocks), thread=string("blockIdx.x"))))
+            self.emit(2, For(("t_out",), T("thread_binding", num(threads), thread=string("threadIdx.x"))))
+            self.emit(3, With(T("sblock", string(f"{d.name}_round"))))
+            self.emit(4, Assign(("v_b", "v_t"), T("axis.remap", string("SS"), ListOf(name_nodes(("b_out", "t_out"))))))
+            flat = Paren(Bin("+", Bin("*", Name("v_b"), num(threads)), Name("v_t")))
             if blocks * threads != n:
-                self.emit(4, f"T.where(b_out * {threads} + t_out < {n})")
+                self.emit(4, Eval(T("where", Bin("<", Bin("+", Bin("*", Name("b_out"), num(threads)), Name("t_out")),
+                                                  num(n)))))
             idx, stride = [], n
             for s in shape:
                 stride //= s
-                idx.append(f"({flat}) // {stride} % {s}" if stride > 1 else f"({flat}) % {s}")
+                idx.append(Bin("%", Bin("//", flat, num(stride)), num(s)) if stride > 1 else Bin("%", flat, num(s)))
             depth = 4
         else:
             if shape:
-                self.emit(1, f"for i_0 in T.parallel({shape[0]}):")
+                self.emit(1, For(("i_0",), T("parallel", num(shape[0]))))
             if len(shape) > 1:
-                self.emit(2, f"for {', '.join(f'i_{k}' for k in range(1, len(shape)))} in "
-                             f"T.grid({', '.join(str(x) for x in shape[1:])}):")
+                self.emit(2, For(tuple(f"i_{k}" for k in range(1, len(shape))), T("grid", *map(num, shape[1:]))))
             depth = 1 + min(len(shape), 2)
-            self.emit(depth, f'with T.sblock("{d.name}_round"):')
+            self.emit(depth, With(T("sblock", string(f"{d.name}_round"))))
             depth += 1
             if shape:
-                names = [f"v_{k}" for k in range(len(shape))]
-                self.emit(depth, f"{', '.join(names)} = T.axis.remap(\"{'S' * len(shape)}\", "
-                                 f"[{', '.join(f'i_{k}' for k in range(len(shape)))}])")
-                idx = names
+                axes = tuple(f"v_{k}" for k in range(len(shape)))
+                self.emit(depth, Assign(axes, T("axis.remap", string("S" * len(shape)),
+                                                ListOf(name_nodes(f"i_{k}" for k in range(len(shape)))))))
+                idx = name_nodes(axes)
             else:
                 idx = []
-        where = ", ".join(idx) if idx else "()"
-        self.emit(depth, f'{py_name(d.name)}[{where}] = T.Cast("{out}", {acc}[{where}])')
+        idx = tuple(idx)
+        self.emit(depth, Store(Index(Name(py_name(d.name)), idx), T("Cast", string(out), Index(Name(acc), idx))))
 
     # -- loops -------------------------------------------------------------------------------
     def _modes(self, nest: Nest, parallel_above: bool) -> tuple[list[str], bool]:
@@ -223,21 +237,21 @@ class Lowerer:
                     j += 1
                 run = loops[k:j]
                 if len(run) == 1:
-                    self.emit(depth, f"for {py_name(l.var)} in range({l.extent}):")
+                    self.emit(depth, For((py_name(l.var),), Call("range", (num(l.extent),))))
                 else:
-                    self.emit(depth, f"for {', '.join(py_name(x.var) for x in run)} in "
-                                     f"T.grid({', '.join(str(x.extent) for x in run)}):")
+                    self.emit(depth, For(tuple(py_name(x.var) for x in run), T("grid", *(num(x.extent) for x in run))))
                 depth += 1
                 k = j
                 continue
             if m == "bind":
                 if not self.in_kernel and not block_bound:
-                    self.emit(depth, f'for {LAUNCH_VAR} in T.thread_binding(1, thread="blockIdx.x"):')
+                    self.emit(depth, _launch())
                     depth += 1
                 self.in_kernel = True
-                self.emit(depth, f'for {py_name(l.var)} in T.thread_binding({l.extent}, thread="{binding_tag(l.var)}"):')
+                self.emit(depth, For((py_name(l.var),), T("thread_binding", num(l.extent),
+                                                          thread=string(binding_tag(l.var)))))
             else:
-                self.emit(depth, f"for {py_name(l.var)} in T.{m}({l.extent}):")
+                self.emit(depth, For((py_name(l.var),), T(m, num(l.extent))))
             depth += 1
             k += 1
         return depth
@@ -295,21 +309,21 @@ class Lowerer:
         red = set(ei.reduction_axes)
         loops = [l for l in ei.loops if l.var not in red]
         if self.target == "cuda":
-            self.emit(depth, f'for {LAUNCH_VAR} in T.thread_binding(1, thread="blockIdx.x"):')
+            self.emit(depth, _launch())
             depth += 1
         depth = self.loops(depth, loops, ["serial"] * len(loops))
         name = eq.lhs.name
         key = f"{name}_init"
         n = self.block_names.get(key, 0)
         self.block_names[key] = n + 1
-        self.emit(depth, f'with T.sblock("{key}{"" if n == 0 else f"_{n}"}"):')
+        self.emit(depth, With(T("sblock", string(f'{key}{"" if n == 0 else f"_{n}"}'))))
         depth += 1
         if loops:
-            self.emit(depth, f"{', '.join(block_var(l.var) for l in loops)} = T.axis.remap("
-                             f"\"{'S' * len(loops)}\", [{', '.join(py_name(l.var) for l in loops)}])")
+            self.emit(depth, Assign(tuple(block_var(l.var) for l in loops),
+                                    T("axis.remap", string("S" * len(loops)), ListOf(name_nodes(py_name(l.var) for l in loops)))))
         ex = ExprLowerer(self.info.buffers, tvm_dtype(self.info.buffers[name].dtype), self.elided,
                           storage=self.storage, writes=name)
-        self.emit(depth, f"{ex.load(eq.lhs)} = {init_value(eq.init, self.dtype_of(name))}")
+        self.emit(depth, Store(ex.load(eq.lhs), init_value(eq.init, self.dtype_of(name))))
 
     def _spatial_axes(self, depth: int, ei, taken: set[str]) -> dict:
         """Emit ``T.axis.spatial`` block variables for the composite LHS entries of ``ei``."""
@@ -328,7 +342,7 @@ class Lowerer:
                 name = f"{base}_{j}"
             taken.add(name)
             axes[entry] = name
-            self.emit(depth, f"{name} = T.axis.spatial({shape[d]}, {binder.value(entry, 'int32', 'index')})")
+            self.emit(depth, Assign((name,), T("axis.spatial", num(shape[d]), binder.value(entry, "int32", "index"))))
         return axes
 
     # -- statements --------------------------------------------------------------------------
@@ -339,7 +353,7 @@ class Lowerer:
         depth = 1
         self.in_kernel = False
         if i in self.launches or (self.target == "cuda" and not has_bound(nest)):
-            self.emit(depth, f'for {LAUNCH_VAR} in T.thread_binding(1, thread="blockIdx.x"):')
+            self.emit(depth, _launch())
             depth += 1
             self.in_kernel = True
         self.nest(depth, nest, (i,), False)
@@ -353,12 +367,12 @@ class Lowerer:
             depth = self.loops(depth, nest.loops, modes, blocks)
         else:
             depth = self.loops(depth, nest.loops[:site.k], modes[:site.k], blocks)
-            self.emit(depth, f'with T.sblock("alloc_{"_".join(str(j) for j in path)}"):')
+            self.emit(depth, With(T("sblock", string(f'alloc_{"_".join(str(j) for j in path)}'))))
             depth += 1
             inner = {name for p, s in self.sites.items() if p[:len(path)] == path for name, _, _ in s.buffers}
             reads, writes = self._regions(nest, inner)
-            self.emit(depth, f"T.reads({', '.join(reads)})")
-            self.emit(depth, f"T.writes({', '.join(writes)})")
+            self.emit(depth, Eval(T("reads", *reads)))
+            self.emit(depth, Eval(T("writes", *writes)))
             for name, shape, scope in site.buffers:
                 self.emit(depth, self._alloc(name, shape, scope))
             depth = self.loops(depth, nest.loops[site.k:], modes[site.k:], blocks)
@@ -368,7 +382,7 @@ class Lowerer:
             self.in_kernel = inside
             if self.target == "cuda" and not inside and (isinstance(it, Equation) or not has_bound(it)):
                 # code outside every kernel of a statement that has kernels: a one-thread launch
-                self.emit(d, f'for {LAUNCH_VAR} in T.thread_binding(1, thread="blockIdx.x"):')
+                self.emit(d, _launch())
                 d += 1
                 self.in_kernel = True
             if isinstance(it, Nest):
@@ -385,10 +399,7 @@ class Lowerer:
             (writes if w else reads).setdefault(r.name, None)
 
         def region(name):
-            shape = self.shapes[name]
-            if not shape:
-                return f"{self.storage.buffer(name)}[()]"
-            return f"{self.storage.buffer(name)}[{', '.join(f'0:{n}' for n in shape)}]"
+            return Index(Name(self.storage.buffer(name)), tuple(Slice(num(0), num(n)) for n in self.shapes[name]))
         return [region(n) for n in reads], [region(n) for n in writes]
 
     def equation(self, depth: int, eq: Equation):
@@ -399,15 +410,15 @@ class Lowerer:
         name = eq.lhs.name
         n = self.block_names.get(name, 0)
         self.block_names[name] = n + 1
-        self.emit(depth, f'with T.sblock("{name}{"" if n == 0 else f"_{n}"}"):')
+        self.emit(depth, With(T("sblock", string(f'{name}{"" if n == 0 else f"_{n}"}'))))
         depth += 1
         red = set(ei.reduction_axes)
         if self.target == "cuda":   # a one-iteration reduction loop bound to a block would make TVM
             red = reduction_axes(ei)  # attempt (and refuse) a cross-thread reduction: declare it spatial
         vars_ = [l.var for l in ei.loops]
         kinds = "".join("R" if v in red else "S" for v in vars_)
-        self.emit(depth, f"{', '.join(block_var(v) for v in vars_)} = T.axis.remap(\"{kinds}\", "
-                         f"[{', '.join(py_name(v) for v in vars_)}])")
+        self.emit(depth, Assign(tuple(block_var(v) for v in vars_),
+                                T("axis.remap", string(kinds), ListOf(name_nodes(py_name(v) for v in vars_)))))
         mode = self.composite_inits.get(self.eq_pos - 1)
         axes = {}
         if mode == "axis":
@@ -423,11 +434,11 @@ class Lowerer:
             self.emit(depth, d)
         init = None if mode == "pre" else ei.eq.init
         if init is not None:
-            self.emit(depth, "with T.init():")
-            self.emit(depth + 1, f"{lhs} = {init_value(init, stored)}")
-        self.emit(depth, f"{lhs} = {value}")
+            self.emit(depth, With(T("init")))
+            self.emit(depth + 1, Store(lhs, init_value(init, stored)))
+        self.emit(depth, Store(lhs, value))
 
-    def _stored_value(self, ex, ei, lhs: str, declared: str, stored: str) -> str:
+    def _stored_value(self, ex, ei, lhs: Index, declared: str, stored: str):
         """The right-hand side as stored: computed in the compute type, rounded once to the
         declared type (kept unrounded in an accumulator by the equations that read it); an
         all-reduce as the plain combiner TVM recognises."""
@@ -437,11 +448,11 @@ class Lowerer:
             op, e = combiner(eq)
             term = ex.value(e, compute)
             if op in ("max", "min"):
-                return f"T.{op}({lhs}, {term})"
-            return f"{lhs} {op} ({term})"
+                return T(op, lhs, term)
+            return Bin(op, lhs, Paren(term))
         value = ex.value(eq.rhs, compute)
         if stored != compute:
             return ex.cast(value, compute, stored)
         if declared in HALF and not self_reads(eq):
-            return f'T.Cast("{COMPUTE}", T.Cast("{declared}", {value}))'
+            return T("Cast", string(COMPUTE), T("Cast", string(declared), value))
         return value
