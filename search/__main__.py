@@ -55,7 +55,7 @@ def _main(argv) -> int:
     if "," in opts.strategies:
         opts.strategies = [s.strip() for s in opts.strategies.split(",") if s.strip()]
     opts.validate()
-    if opts.policy in LLM_POLICIES:     # a server that cannot answer fails here (before the engine's 2 s), not per sample
+    if opts.policy in LLM_POLICIES and opts.endpoint:  # a server that cannot answer fails here, not per sample
         from .client import check_endpoint
         check_endpoint(opts.endpoint, opts.model, api_key_env=opts.api_key_env, timeout=min(opts.llm_timeout, 30.0))
     from engine import Engine

@@ -8,9 +8,13 @@ latency, attempts and token usage.
 A *validation error* (HTTP 400/422, or a 500 whose body says the request did not validate,
 as llama-cpp-python answers a ``response_format`` it does not know) is not a server fault:
 it is returned at once, flagged ``error["validation"]``, so that ``--constraint auto`` can
-try another form (``search.constraint``)."""
+try another form (``search.constraint``).
+
+``logprobs=K`` asks for each answer token's log-probability and the ``K`` most likely tokens at
+its position (``ChatResult.logprobs``): the ranking of ``search.rank_server`` reads them."""
 from __future__ import annotations
 
+import math
 import os
 import random
 import re
@@ -42,6 +46,9 @@ class ChatResult:
     attempts: int = 0
     error: Optional[dict] = None         # {"type", "status", "message", "validation"} when no answer came
     finish_reasons: list = field(default_factory=list)
+    # with ``logprobs=K``, per choice: [{"token", "logprob", "top": [[token, logprob], ...]}, ...], one entry
+    # per answer token, or None when the server sent none
+    logprobs: list = field(default_factory=list)
 
 
 class ChatClient:
@@ -72,10 +79,12 @@ class ChatClient:
 
     def chat(self, messages: list, *, n: int = 1, temperature: float = 0.3, max_tokens: int = 4096,
              seed: Optional[int] = None, extra_body: Optional[dict] = None,
-             response_format: Optional[dict] = None) -> ChatResult:
+             response_format: Optional[dict] = None, logprobs: Optional[int] = None) -> ChatResult:
         import openai
         kwargs = {"model": self.model, "messages": messages, "n": n, "temperature": temperature,
                   "max_tokens": max_tokens}
+        if logprobs is not None:
+            kwargs.update(logprobs=True, top_logprobs=logprobs)
         if seed is not None:
             kwargs["seed"] = seed
         if extra_body:
@@ -105,7 +114,27 @@ class ChatClient:
                 usage = {k: getattr(r.usage, k, None) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
             texts = [(c.message.content if c.message is not None else None) or "" for c in (r.choices or [])]
             return ChatResult(texts, usage, time.perf_counter() - t0, attempt, None,
-                              [c.finish_reason for c in (r.choices or [])])
+                              [c.finish_reason for c in (r.choices or [])],
+                              [_token_logprobs(c) for c in (r.choices or [])] if logprobs is not None else [])
+
+
+def _token_logprobs(choice) -> Optional[list]:
+    """A choice's answer tokens with their log-probabilities and the alternatives listed (None:
+    the server sent none). A value that is not a finite number reads as None."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:
+        return None
+    return [{"token": str(t.token), "logprob": _finite(t.logprob),
+             "top": [[str(a.token), _finite(a.logprob)] for a in (getattr(t, "top_logprobs", None) or [])]}
+            for t in content]
+
+
+def _finite(x) -> Optional[float]:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
 
 
 def _error(e, status, validation: bool) -> dict:

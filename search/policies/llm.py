@@ -5,7 +5,10 @@ a numbered menu of legal steps (``search.prompt.menu_messages``, shown as 1..m);
 is *constrained* to the menu in the form the server speaks (``search.constraint``: a choice
 list, a regex, a GBNF grammar, a JSON schema whose items are an ``enum`` of the menu
 numbers; ``--constraint auto`` finds it). A server that ignores the constraint may answer
-anything: every answer is parsed and checked like untrusted text.
+anything: every answer is parsed and checked like untrusted text. ``--llm-answer rank``: no number
+is read back; every entry shown is scored by its log-probability as the answer (``search.rank``,
+``--scorer``) and the best taken (ties: the entry shown first); when the server gives no usable
+log-probabilities, that question is asked for a number instead, and its record says why.
 
 ``llm-free``: the paper's free-form mode. The model writes transformed LEIR; it is parsed,
 never executed, checked against the program's known tensors (names, dtypes, shapes: the
@@ -21,6 +24,7 @@ from ..client import ChatClient
 from ..constraint import FORM, Negotiator, free_schema, in_free_form, in_menu_form, menu_answer_kind
 from ..prompt import PromptOptions, free_messages
 from ..question import menu_question
+from ..rank import RankError, best_first
 from .base import KernelPick, Policy, Proposal, Request
 
 
@@ -34,6 +38,11 @@ class _LLMPolicy(Policy):
                                  backoff_s=float(options.extra.get("backoff_s", 0.5)))
         self.calls = 0
         self.negotiator = Negotiator(options.constraint, self.purpose, ctx.previous.get("negotiation"))
+        self.scorer, self.ranked, self.rank_fallbacks = None, 0, 0
+        if getattr(options, "llm_answer", "name") == "rank" and self.purpose == "menu":
+            from ..scorers import make_scorer
+            self.scorer = make_scorer(options.scorer, client=self.client, seed=options.seed,
+                                      resume=(ctx.previous.get("ranking") or {}))
 
     def prompt_options(self, req: Request) -> PromptOptions:
         return PromptOptions(algorithm=req.algorithm, target=self.options.target, gpu_name=self.options.gpu_name,
@@ -53,12 +62,34 @@ class _LLMPolicy(Policy):
                               "response_format": response_format},
                   "answers": res.texts, "finish_reasons": res.finish_reasons, "usage": res.usage,
                   "latency_s": round(res.latency_s, 4), "attempts": res.attempts, "error": res.error}
-        if isinstance(shown, dict):  # a kernel page: what the record says of it
-            record.update(shown)
-        elif shown is not None:     # shown number -> candidate (its number in the node's whole menu, step, result)
-            record["menu"] = [{"number": i + 1, "candidate": c.number, "step": c.step.key,
-                               "strategy": c.step.strategy, "key": c.key} for i, c in enumerate(shown)]
+        _shown(record, shown)
         return res, self.ctx.record_call(record)
+
+    def _rank(self, req, messages: list, count: int, shown):
+        """Rank the answers 1..count (``--llm-answer rank``): ("ok", indices best first, call),
+        ("unsupported", None, call) (ask for a number instead) or ("failed", message, call)."""
+        answers = [str(i) for i in range(1, count + 1)]
+        record = {"node": req.node.id if req is not None else 0, "policy": self.options.policy, "answer": "rank",
+                  "scorer": self.scorer.name, "messages": messages, "finish_reasons": []}
+        self.ranked += 1
+        try:
+            ranking = self.scorer.score(messages, answers)
+        except RankError as e:
+            outcome = "unsupported" if e.unsupported else "failed"
+            record.update(constraint=None, rank={"unavailable" if e.unsupported else "failed": e.message},
+                          answers=[], usage=e.usage, latency_s=round(e.latency_s, 4), attempts=e.requests,
+                          error=None if e.unsupported else {"type": "RankError", "message": e.message[:300],
+                                                            "validation": False})
+            _shown(record, shown)
+            self.rank_fallbacks += e.unsupported
+            return outcome, (None if e.unsupported else e.message), self.ctx.record_call(record)
+        order = best_first(ranking.scores)
+        rank = ranking.to_json()
+        rank["order"] = [i + 1 for i in order]
+        record.update(constraint=ranking.form, rank=rank, answers=[str(order[0] + 1)], usage=ranking.usage,
+                      latency_s=round(ranking.latency_s, 4), attempts=ranking.requests, error=None)
+        _shown(record, shown)
+        return "ok", order, self.ctx.record_call(record)
 
     def _try(self, req, form, messages, n, parts, shown):
         """One form. A validation error with n > 1 may be about n, not the form (llama-server
@@ -127,9 +158,26 @@ class _LLMPolicy(Policy):
         return got, failures
 
     def state(self) -> dict:
-        return {"endpoint": self.options.endpoint, "model": self.options.model, "calls": self.calls,
-                "api_key_set": self.client.key_set, "constraint": self.negotiator.kept or self.options.constraint,
-                "negotiation": self.negotiator.state()}
+        out = {"endpoint": self.options.endpoint, "model": self.options.model, "calls": self.calls,
+               "api_key_set": self.client.key_set, "constraint": self.negotiator.kept or self.options.constraint,
+               "negotiation": self.negotiator.state()}
+        if self.scorer is not None:
+            out["ranking"] = dict(self.scorer.state(), questions=self.ranked, fallbacks=self.rank_fallbacks)
+        return out
+
+    def close(self) -> None:
+        if self.scorer is not None:
+            self.scorer.close()
+
+
+def _shown(record: dict, shown) -> None:
+    """What a call's record says of the entries shown: a kernel page's record (a dict), or the
+    menu: shown number -> candidate (its number in the node's whole menu, step, result)."""
+    if isinstance(shown, dict):
+        record.update(shown)
+    elif shown is not None:
+        record["menu"] = [{"number": i + 1, "candidate": c.number, "step": c.step.key,
+                           "strategy": c.step.strategy, "key": c.key} for i, c in enumerate(shown)]
 
 
 def _failed(f: dict) -> Proposal:
@@ -149,6 +197,14 @@ class MenuLLMPolicy(_LLMPolicy):
         shown, k = list(q.shown), q.k
         m = len(shown)
         numbers = list(range(1, m + 1))
+        if self.scorer is not None and m:
+            outcome, got, call = self._rank(req, q.messages("number"), m, shown)
+            if outcome == "ok":
+                return [Proposal(candidate=shown[i], call=call, extra={"shown_number": i + 1, "rank": r + 1})
+                        for r, i in enumerate(got[:k])]
+            if outcome == "failed" or not self.options.endpoint:
+                return [Proposal(failure={"reason": "llm error", "message": got or "no log-probabilities"},
+                                 call=call)]
 
         def build(form):
             answer = menu_answer_kind(form, k)
@@ -172,15 +228,33 @@ class MenuLLMPolicy(_LLMPolicy):
 
     def kernel_move(self, ask) -> KernelPick:
         """The kernel search's question, page by page (``search.kernel_question``): a move's number
-        is the choice; a "more" line's number asks the page of the moves it stands for."""
+        is the choice; a "more" line's number asks the page of the moves it stands for. Ranked
+        (``--llm-answer rank``): each page's lines are ranked and the best is taken, a "more" line
+        as any other."""
         q = ask.question
         first = page = q.first()
         pages = []
+        rank = self.scorer is not None
         for _ in range(len(q.moves) + 4):
             numbers = page.numbers()
             record = {"kernel": {"slot": ask.slot, "state": q.state.key, "page": len(pages) + 1, "moves": len(q.moves),
                                  "lines": [{"number": n, "key": q.moves[ln.move].key} if ln.move is not None else
                                            {"number": n, "more": len(ln.more)} for n, ln in enumerate(page.lines, 1)]}}
+            if rank:
+                outcome, got, call = self._rank(None, list(page.messages), len(numbers), record)
+                if outcome == "ok":
+                    pages.append(got[0] + 1)
+                    kind, nxt = q.follow(page, got[0] + 1)
+                    if kind == "move":
+                        return KernelPick(nxt, call=call, extra={"pick": "llm rank", "pages": pages,
+                                                                "shown": page.size,
+                                                                "first_page": len(first.shown_moves)})
+                    page = nxt
+                    continue
+                if outcome == "failed" or not self.options.endpoint:
+                    return KernelPick(failure={"reason": "llm error", "message": got or "no log-probabilities"},
+                                      call=call)
+                rank = False               # no usable log-probabilities: this question by number from here
 
             def build(form, page=page, numbers=numbers):
                 return list(page.messages), 1, form.menu(numbers, 1)
