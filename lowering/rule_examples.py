@@ -2,7 +2,9 @@
 rule files (``python -m engine.lint``), then run every strategy block's ``@example`` as a test:
 the BEFORE program enumerated with the block's strategy lists the AFTER program, the step replays
 from its JSON record, and the neighbour verifies on llvm against BEFORE at the block's exactness
-(``engine.rewrite.example_check``; the verification is this floor's, the engine knows no lowering).
+(``engine.rewrite.example_check``; the verification is this floor's, the engine knows no lowering):
+``bitwise`` when the two builds agree exactly and the reference evaluator (``lowering.reference``, no
+compiler to fold ``(x+y)-y`` into ``x``) finds the outputs identical bit for bit, special values included.
 ``--only``: the examples of named strategies, sets or rule folders. One ``file:line:col: error:``
 line per failing example, then a summary; exit 2 on a failure."""
 from __future__ import annotations
@@ -14,7 +16,8 @@ import time
 
 def example_verify(verifier):
     """The ``Verify`` of ``engine.rewrite.example_check`` on a ``lowering.Verifier``: the tolerance
-    of the exactness (bitwise: exactly), the verdict's reason as the message."""
+    of the exactness (bitwise: exactly, and decided by the reference evaluator), the verdict's reason
+    and message (which trial and output differ, and where) as the message."""
     from .isolated import tolerance_for
 
     def verify(before, after, exactness: str):

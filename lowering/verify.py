@@ -20,7 +20,13 @@ Strict tolerance (the default; lowering.md 6.3)
 
 Exact (``mode="exact"``, for rewrites documented as bitwise-exact)
   Every element identical: the same value (``-0.0`` equals ``0.0``) or NaN at the same
-  position; integer and bool outputs identical as in strict mode.
+  position; integer and bool outputs identical as in strict mode. The two builds alone cannot
+  decide a bitwise claim (TVM's simplifier folds ``(x+y)-y`` to ``x``, ``x*0.0`` and ``x-x`` to 0 in
+  both), so a candidate that differs from its program is also evaluated by the reference
+  evaluator (``lowering.reference``, no compiler) with the program, on the trials' inputs and on
+  one more set holding special values (``lowering.reference.special_inputs``), and the claim holds
+  only if every output is identical bit for bit (``-0.0`` is not ``0.0``, any NaN equals any NaN);
+  ``VerifyResult.reference`` records it (``lowering.bitwise.reference_verdict``).
 
 Reference tolerance (``mode="reference"``, for comparison only)
   The Step-TP reference's rule (lowering.md 6.2 item 6): positions holding the same NaN or
@@ -214,6 +220,7 @@ class VerifyResult:
     candidate_times_ms: Optional[list] = None
     speedup_median: Optional[float] = None
     builds: Optional[dict] = None        # compose: how each program was built (lowering.compose.METHODS)
+    reference: Optional[dict] = None     # exact: the reference evaluator's verdict (lowering.bitwise)
 
     @property
     def ok(self) -> bool:
@@ -314,6 +321,14 @@ def verify(program, candidate=None, trials: int = 3, seed: int = 0, target: str 
     if candidate is not None:
         res.equal = bool(all_equal)
         res.max_abs_err, res.max_rel_err = worst_abs, worst_rel
+    if candidate is not None and tolerance == "exact" and res.diff and res.equal:
+        from .bitwise import reference_verdict
+        res.reference, failed = reference_verdict(program, candidate, trials, seed)
+        if failed is not None:
+            res.equal = None
+            fail("reference", *failed)
+            return res
+        res.equal = bool(res.reference["equal"])
     if time:
         inputs = random_inputs(program, seed, 0)
         try:
@@ -358,6 +373,14 @@ def format_ladder(r: VerifyResult) -> str:
                              f"abs {_fmt(c['max_abs_err'] if isinstance(c['max_abs_err'], float) else None)} "
                              f"rel {_fmt(c['max_rel_err'] if isinstance(c['max_rel_err'], float) else None)} "
                              f"mismatches {c['mismatches']}")
+    if r.reference is not None:
+        lines.append(f"Oracle {mark(r.reference['equal'], 'identical', 'NOT IDENTICAL')}  (reference evaluator, "
+                     f"{len(r.reference['trials'])} trial(s), the last of special values)")
+        for t in r.reference["trials"]:
+            for name, c in t["outputs"].items():
+                if not c["equal"]:
+                    lines.append(f"  trial {t['trial']} ({t['inputs']}) {name}: {c['mismatches']} element(s) differ, "
+                                 f"{c['first']}")
     if r.time_ms_min is not None:
         lines.append(f"Time   original min {r.time_ms_min:.4f} ms, median {r.time_ms_median:.4f} ms")
         if r.candidate_time_ms_min is not None:
