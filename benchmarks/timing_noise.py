@@ -84,7 +84,7 @@ def main() -> int:
     records = []                        # (program, trial, record at full rounds)
     for p in progs:
         for t in range(args.trials):
-            with Verifier(target="llvm", cache_size=0, timeout=600) as v:     # copies: separate builds
+            with Verifier(target="llvm", cache_size=0, build_cache=False, timeout=600) as v:  # copies: separate builds
                 res = v.measure_paired([p] + [p] * args.copies, protocol)
             if res["ok"]:
                 records += [(p.name, t, {"samples": s, "runs_per_sample": res["number"]}) for s in res["samples"]]

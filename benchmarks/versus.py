@@ -61,7 +61,7 @@ def _ours(program):
     built = build(program, "llvm")
     dev = device_for("llvm")
     args, outs = arguments(program, random_inputs(program, 0, 0), dev, built.scratch)
-    fn = built.executable["main"]
+    fn = built.function
     return lambda: fn(*args, *outs)
 
 

@@ -107,7 +107,7 @@ def run_composed(c: Composed, program, inputs: dict, device=None) -> dict[str, n
         calls.append((built, [tensors[d.name] for d in (*kernel.inputs, *kernel.outputs)] + scratch))
     try:
         for built, call_args in calls:
-            built.module["main"](*call_args)
+            built.function(*call_args)
         if c.target == "cuda":
             dev.sync()
     except Exception as e:

@@ -5,11 +5,13 @@ Builds and runs happen in a worker process (``isolate=True``, the default): a se
 out-of-memory kill or a hang past ``timeout`` seconds becomes a ``Verdict`` (or
 ``Measurement``) with reason ``crashed`` / ``timeout``, the worker is replaced on the next
 call, and the caller never dies nor waits forever. Each worker keeps a bounded cache of builds
-keyed modulo renaming (``lowering.run.build``). Timings take a machine-wide lock, so two
+keyed modulo renaming (``lowering.run.build``), and llvm builds are shared by every process through
+the on-disk cache (``lowering.build_cache``). Timings take a machine-wide lock, so two
 measurements never overlap, whatever the number of workers or Verifiers.
 
     v = Verifier(target="llvm", trials=3, tolerance="strict", timeout=60)
     verdict = v.verify(original, candidate)          # .equal, .reason, .to_json()
+    verdicts = v.verify_many(original, candidates)    # a state's candidates built in batches
     m = v.measure(candidate)                          # .median_ms, .spread_ms, .to_json()
     t = v.measure_schedule([a, b], [[0, 1, 0]] * 20)  # interleaved rounds (lowering.measure)
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -54,6 +57,7 @@ class Verdict:
     exec: Optional[bool] = None
     seconds: float = 0.0
     builds: Optional[dict] = None   # compose: how each program was built (lowering.compose.METHODS)
+    reference: Optional[dict] = None  # exact: the reference evaluator's verdict (lowering.bitwise.reference_verdict)
 
     def to_json(self) -> dict:
         return json_safe(asdict(self))
@@ -115,7 +119,7 @@ def _verify_now(original: dict, candidate: dict, opts: dict) -> dict:
     else:
         reason, msg = ("equal", None) if r.equal else ("not equal", _worst(r))
     v = Verdict(bool(r.equal) and r.error is None, reason, msg, r.target, r.tolerance, r.trials,
-                r.max_abs_err, r.max_rel_err, r.build, r.exec, time.perf_counter() - t0, r.builds)
+                r.max_abs_err, r.max_rel_err, r.build, r.exec, time.perf_counter() - t0, r.builds, r.reference)
     return v.to_json()
 
 
@@ -126,6 +130,14 @@ def _worst(r) -> str:
             if not c["equal"]:
                 bad.append(f"trial {t['trial']} {name}: {c['mismatches']} element(s) outside the bound, "
                            f"max abs err {c['max_abs_err']}")
+    oracle = [(t, name, c) for t in (r.reference or {}).get("trials", [])
+              for name, c in t["outputs"].items() if not c["equal"]]
+    if oracle:     # the builds agreed: the compiler simplified what the programs compute differently
+        t, name, c = oracle[0]
+        bad.append(f"the builds agree, but the reference evaluator (no compiler) does not: trial {t['trial']} "
+                   f"({t['inputs']} inputs) {name}: {c['mismatches']} element(s) not identical bit for bit, "
+                   f"{c['first']} ({len({t['trial'] for t, _, _ in oracle})} of "
+                   f"{len(r.reference['trials'])} trial(s) differ)")
     return "; ".join(bad[:3]) or "not equal"
 
 
@@ -229,6 +241,37 @@ def _build_now(program: dict, opts: dict) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
+def _prebuild_now(programs: list, opts: dict) -> dict:
+    """Build programs in batches (``lowering.batch_build``) into this worker's caches, so that the
+    requests that follow find them built: {"built", "failed", "seconds"}. ``opts["compose"]``: the
+    programs' slot kernels, which is what a composed verification builds."""
+    from engine.leir.files import program_from_json
+
+    from .batch_build import build_many
+    from .errors import LoweringError
+    t0 = time.perf_counter()
+    todo = []
+    for rec in programs:
+        try:
+            prog = program_from_json(rec)
+        except LeirError:
+            continue
+        todo += _kernels_of(prog) if opts.get("compose") else [prog]
+    results = build_many(todo, opts["target"], opts["arch"], opts.get("batch_size") or 1)
+    failed = sum(isinstance(r, LoweringError) for r in results)
+    return {"built": len(results) - failed, "failed": failed, "seconds": time.perf_counter() - t0}
+
+
+def _kernels_of(program) -> list:
+    """What a composed build of ``program`` compiles: its slot kernels, or itself when it has one slot."""
+    from engine.leir.slots import split
+    try:
+        slots = split(program)
+    except LeirError:
+        return [program]
+    return [s.kernel for s in slots] if len(slots) > 1 else [program]
+
+
 def _paired_now(programs: list, opts: dict) -> dict:
     from .measure.rounds import measure_paired_now
     return measure_paired_now(programs, opts)
@@ -239,8 +282,8 @@ def _alone_now(programs: list, rounds: int, opts: dict) -> dict:
     return measure_alone_now(programs, rounds, opts)
 
 
-HANDLERS = {"build": _build_now, "verify": _verify_now, "against": _against_now, "measure": _measure_now,
-            "schedule": _schedule_now, "paired": _paired_now, "alone": _alone_now}
+HANDLERS = {"build": _build_now, "prebuild": _prebuild_now, "verify": _verify_now, "against": _against_now,
+            "measure": _measure_now, "schedule": _schedule_now, "paired": _paired_now, "alone": _alone_now}
 
 
 class Verifier:
@@ -257,12 +300,17 @@ class Verifier:
     ``verify_against`` run programs as their slot kernels (``lowering.compose``: the same outputs
     bit for bit, a kernel built once for all the programs that share it); ``builds`` counts how
     the programs were built (composed, single: one statement, fallback: a slot did not build
-    alone, so the whole program was)."""
+    alone, so the whole program was); ``build_cache``: the on-disk cache of llvm builds its workers
+    share with every process (``lowering.build_cache``): a folder, False (off) or None (as
+    ``$LEIR_BUILD_CACHE`` says; default ``~/.cache/leir-engine/builds``); ``batch_size``: how many
+    programs ``verify_many`` and ``prebuild`` compile as one module (1: one at a time)."""
 
     def __init__(self, target: str = "llvm", trials: int = 3, tolerance: str = "strict",
                  timeout: Optional[float] = None, *, seed: int = 0, isolate: bool = True, workers: int = 1,
                  memory_mib: Optional[int] = None, cache_size: int = 128, arch: str = "sm_90",
-                 warmup: int = 3, number: int = 3, repeat: int = 5, log=None, compose: bool = False):
+                 warmup: int = 3, number: int = 3, repeat: int = 5, log=None, compose: bool = False,
+                 build_cache=None, batch_size: int = 8):
+        from . import build_cache as disk_cache
         from .tir import TARGETS
         from .verify import MODES
         if target not in TARGETS:
@@ -273,6 +321,13 @@ class Verifier:
             raise LeirError("trials must be at least 1")
         if timeout is not None and not isolate:
             raise ValueError("a timeout needs isolate=True (the work must run in a worker process)")
+        if batch_size < 1:
+            raise LeirError(f"batch_size must be at least 1, got {batch_size}")
+        folder, bound = disk_cache.settings(build_cache)
+        self.build_cache = (str(folder) if folder is not None else "off", bound / 2 ** 20)
+        if not isolate and build_cache is not None:
+            disk_cache.configure(*self.build_cache)
+        self.batch_size = int(batch_size)
         self.target, self.trials, self.tolerance, self.timeout = target, trials, tolerance, timeout
         self.seed, self.isolate, self.arch = seed, isolate, arch
         self.memory_mib, self.cache_size = memory_mib, cache_size
@@ -280,6 +335,7 @@ class Verifier:
         self.log = log
         self.compose = bool(compose)
         self.builds: dict[str, int] = {}
+        self.batches: dict[str, int] = {}    # prebuild requests, programs built and failed, batches given up
         self._idle: list[WorkerProcess] = []
         self._slots = threading.Semaphore(max(1, workers))
         self._lock = threading.Lock()
@@ -295,8 +351,12 @@ class Verifier:
             check_same_interface(original, candidate)
         except LeirError as e:
             return self._count(Verdict(False, "invalid input", e.message, self.target))
+        with self._session() as call:
+            return self._verify_with(call, original, candidate, tolerance)
+
+    def _verify_with(self, call, original, candidate, tolerance: Optional[str]) -> Verdict:
         opts = self._opts(tolerance)
-        out = self._run("verify", (original.to_json(), candidate.to_json(), opts))
+        out = call("verify", (original.to_json(), candidate.to_json(), opts))
         if isinstance(out, dict):
             return self._count(Verdict.from_json(out))
         reason, msg = out
@@ -310,6 +370,54 @@ class Verifier:
             return out
         reason, msg = out
         return {"ok": False, "reason": reason, "message": msg}
+
+    def verify_many(self, original, candidates: list, tolerances=None) -> list[Verdict]:
+        """``verify`` of each candidate against ``original`` (``tolerances``: one mode, or one per
+        candidate; None: the Verifier's), their builds batched: ``batch_size`` candidates at a
+        time are compiled as one module in one worker (``prebuild``), then verified there one
+        request each, with ``timeout`` each. A batch that crashes or outlasts its time (``timeout``
+        per program) is given up, and its candidates are built one by one, so one bad candidate
+        costs only its own verdict."""
+        from .verify import check_same_interface
+        tols = list(tolerances) if isinstance(tolerances, (list, tuple)) else [tolerances] * len(candidates)
+        if len(tols) != len(candidates):
+            raise ValueError(f"{len(tols)} tolerances for {len(candidates)} candidates")
+        out: list = [None] * len(candidates)
+        todo = []
+        for i, c in enumerate(candidates):
+            try:
+                check_same_interface(original, c)
+                todo.append(i)
+            except LeirError as e:
+                out[i] = self._count(Verdict(False, "invalid input", e.message, self.target))
+        for start in range(0, len(todo), self.batch_size):
+            chunk = todo[start:start + self.batch_size]
+            with self._session() as call:
+                if self.batch_size > 1 and len(chunk) > 1:      # one module: the chunk and the original
+                    self._prebuild(call, [original, *(candidates[i] for i in chunk)], len(chunk) + 1)
+                for i in chunk:
+                    out[i] = self._verify_with(call, original, candidates[i], tols[i])
+        return out
+
+    def prebuild(self, programs: list) -> dict:
+        """Build ``programs`` in batches of ``batch_size`` (``lowering.batch_build``) in a worker, so
+        that later requests find them built: in that worker's cache, and on llvm in the on-disk
+        cache every worker reads. {"built", "failed", "seconds"}, or {"reason", "message"} when the
+        worker crashed or timed out (nothing is lost: each program is built again when asked for)."""
+        with self._session() as call:
+            return self._prebuild(call, programs, self.batch_size)
+
+    def _prebuild(self, call, programs: list, batch_size: int) -> dict:
+        opts = self._opts(None) | {"batch_size": batch_size}
+        timeout = None if self.timeout is None else self.timeout * len(programs)
+        out = call("prebuild", ([p.to_json() for p in programs], opts), timeout)
+        self.batches["requests"] = self.batches.get("requests", 0) + 1
+        if isinstance(out, dict):
+            self.batches["built"] = self.batches.get("built", 0) + out["built"]
+            self.batches["failed"] = self.batches.get("failed", 0) + out["failed"]
+            return out
+        self.batches["given up"] = self.batches.get("given up", 0) + 1
+        return {"reason": out[0], "message": out[1]}
 
     def verify_step(self, original, step) -> Verdict:
         """``verify`` of a step's result at the tolerance its exactness demands."""
@@ -415,25 +523,57 @@ class Verifier:
 
     def _run(self, kind: str, args: tuple):
         """The handler's JSON answer, or (reason, message) when the worker failed."""
+        with self._session() as call:
+            return call(kind, args)
+
+    @contextmanager
+    def _session(self):
+        """``call(kind, args, timeout=the Verifier's)`` for a series of requests served by one
+        worker (what one request built, the next finds in its cache); a worker that crashes or
+        times out is replaced at the next request."""
         if not self.isolate:
+            yield _local
+            return
+        held: list = []
+
+        def call(kind: str, args: tuple, timeout=self.timeout):
+            if not held or not held[0].alive():
+                held[:] = [self._worker()]
             try:
-                return HANDLERS[kind](*args)
-            except MemoryError:
-                return ("crashed", "out of memory")
-        with self._slots:
-            with self._lock:
-                worker = self._idle.pop() if self._idle else None
-            if worker is None or not worker.alive():
-                worker = WorkerProcess("lowering.tvm_worker", (self.memory_mib or 0, self.cache_size), stderr=self.log)
-            try:
-                status, payload = worker.call((kind, args), self.timeout)
+                status, payload = held[0].call((kind, args), timeout)
             except WorkerFailed as e:     # timeout or crash: that worker is gone
+                held.clear()
                 return (e.reason, e.message)
-            with self._lock:
-                self._idle.append(worker)
             if status == "ok":
                 return payload
             return ("crashed", payload if status == "oom" else f"internal error: {payload}")
+
+        with self._slots:
+            try:
+                yield call
+            except BaseException:         # interrupted, perhaps mid-request: that worker is not reused
+                for w in held:
+                    w.kill()
+                raise
+            if held:
+                with self._lock:
+                    self._idle.append(held[0])
+
+    def _worker(self) -> WorkerProcess:
+        with self._lock:
+            worker = self._idle.pop() if self._idle else None
+        if worker is None or not worker.alive():
+            worker = WorkerProcess("lowering.tvm_worker", (self.memory_mib or 0, self.cache_size, *self.build_cache),
+                                   stderr=self.log)
+        return worker
+
+
+def _local(kind: str, args: tuple, timeout=None):
+    """A request served in this process (``isolate=False``)."""
+    try:
+        return HANDLERS[kind](*args)
+    except MemoryError:
+        return ("crashed", "out of memory")
 
 
 def _tolerance_record(opts: dict) -> dict:

@@ -20,6 +20,7 @@ import numpy as np
 from engine.leir.canonical import renaming_key
 from engine.leir.diagnostics import LeirError
 
+from .build_stages import stage
 from .cudacc import cuda_target
 from .errors import LoweringError
 from .inputs import numpy_dtype
@@ -36,6 +37,7 @@ class Built:
     vectorized: bool  # False when the vectorised form was rejected by TVM and rebuilt serially
     scratch: tuple = ()   # (name, shape, dtype) of the buffers main takes after the outputs
     notes: tuple = ()     # cuda: (statement, loop, why) for bound loops run serially
+    symbol: str = "main"  # the program's function in ``module`` (a batch holds several: lowering.batch_build)
 
     @cached_property
     def module(self):
@@ -43,14 +45,46 @@ class Built:
         every call: a few tens of milliseconds, more than a small program's run)."""
         return self.executable.jit()
 
+    @cached_property
+    def function(self):
+        """The program's function, looked up once (the first lookup runs LLVM's JIT on a module
+        compiled in this process; a library from the build cache is already machine code)."""
+        with stage("jit"):
+            return self.module[self.symbol]
+
+    def timer(self, dev, number: int, repeat: int):
+        """``time_evaluator`` of the program's function."""
+        return self.module.time_evaluator(self.symbol, dev, number=number, repeat=repeat)
+
 
 CACHE_SIZE = 128      # compiled programs kept per process (least recently used dropped first)
 _CACHE: OrderedDict = OrderedDict()
 
 
 def clear_build_cache() -> None:
-    """Forget every compiled program."""
+    """Forget every compiled program (this process's; the on-disk cache is ``lowering.build_cache``)."""
     _CACHE.clear()
+
+
+def build_key(program, target: str, arch: str) -> tuple:
+    """What the in-process cache knows a build by: the program modulo renaming, target and arch."""
+    return (renaming_key(program), target, arch)
+
+
+def cached(key: tuple):
+    """The ``Built`` (or the ``LoweringError`` its build raised) kept under ``key``, or None."""
+    hit = _CACHE.get(key)
+    if hit is not None:
+        _CACHE.move_to_end(key)
+    return hit
+
+
+def remember(key: tuple, result) -> None:
+    """Keep a ``Built`` or a build's ``LoweringError`` (a failing build fails again: not retried)."""
+    if CACHE_SIZE:
+        _CACHE[key] = result
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
 
 
 def set_build_cache_size(n: int) -> None:
@@ -131,39 +165,107 @@ def build(program, target: str = "llvm", arch: str = "sm_90") -> Built:
     Builds are cached (bounded, least recently used first out) by the program modulo a
     consistent renaming of intermediates and loop variables (``engine.leir.canonical``): a
     renamed program computes the same outputs with the same code, so it reuses the build
-    (``Built.text`` is then the TVMScript of the program first built)."""
+    (``Built.text`` is then the TVMScript of the program first built); so are failures. llvm
+    builds are also kept on disk by their lowered text (``lowering.build_cache``), for every
+    process. TVM rejecting the vectorised form is retried serially (``Built.vectorized``)."""
     if target not in TARGETS:
         raise LoweringError(f"unknown target '{target}' (expected {' or '.join(TARGETS)})")
-    key = (renaming_key(program), target, arch)
-    hit = _CACHE.get(key)
+    key = build_key(program, target, arch)
+    hit = cached(key)
+    if isinstance(hit, LoweringError):
+        raise LoweringError(hit.message, stage=hit.stage)
     if hit is not None:
-        _CACHE.move_to_end(key)
         return hit
+    try:
+        built = _build_fresh(program, target, arch)
+    except LoweringError as e:
+        remember(key, e)
+        raise
+    remember(key, built)
+    return built
+
+
+def _build_fresh(program, target: str, arch: str) -> Built:
     if target == "cuda":
         from .cudacc import configure_runtime_compile
         configure_runtime_compile()
-    low = lower_module(program, target)
-    attempts = [(low, True)]
-    if "T.vectorized(" in low.text:
-        attempts.append((lower_module(program, target, vectorize=False), False))
-    err: Optional[Exception] = None
-    for lw, vec in attempts:
-        try:
-            f = from_tvmscript(lw.text)
+    with stage("lowering"):
+        low = lower_module(program, target)
+    return build_from(program, low, target, arch)
+
+
+def build_from(program, low, target: str, arch: str, prepared=None) -> Built:
+    """Build ``program`` lowered as ``low``; when TVM rejects its vectorised form, its serial form.
+    ``prepared``: (PrimFunc, disk) when the caller already parsed ``low`` and looked it up on disk."""
+    serial = "T.vectorized(" in low.text
+    try:
+        return build_lowered(low, target, arch, True, retried=serial, prepared=prepared)
+    except LoweringError:
+        if not serial:
+            raise
+    with stage("lowering"):
+        low = lower_module(program, target, vectorize=False)
+    return build_lowered(low, target, arch, False)
+
+
+def cache_material(text: str, target: str, arch: str) -> Optional[tuple]:
+    """(on-disk cache, the material of ``text``'s build) when this build is cached on disk, else None."""
+    if target != "llvm":
+        return None
+    from . import build_cache
+    cache = build_cache.active()
+    if cache is None:
+        return None
+    return cache, build_cache.material(text, llvm_target(), pass_config(target))
+
+
+def from_disk(low, target: str, disk, vectorized: bool) -> Optional[Built]:
+    """The build of ``low`` from the on-disk cache (None: not there); raises the ``LoweringError``
+    the cache remembers for it."""
+    if disk is None:
+        return None
+    entry = disk[0].get(disk[1])
+    if entry is None:
+        return None
+    if entry.error is not None:
+        raise LoweringError(entry.error, stage="build")
+    return Built(low.text, _executable(entry.module), target, vectorized, low.scratch, low.notes, entry.symbol)
+
+
+def build_lowered(low, target: str, arch: str, vectorized: bool, retried: bool = False, prepared=None) -> Built:
+    """Compile a lowered program (``lowering.tir.Lowered``), through the on-disk cache on llvm.
+    ``retried``: a failure is followed by another form of the program, so it is remembered on disk."""
+    if prepared is None:
+        disk = cache_material(low.text, target, arch)
+        hit = from_disk(low, target, disk, vectorized)
+        if hit is not None:
+            return hit
+        f = None
+    else:
+        f, disk = prepared
+    try:
+        if f is None:
+            with stage("parse"):
+                f = from_tvmscript(low.text)
+        with stage("compile"):
             ex = compile_tir(f, target, arch)
-        except LoweringError as e:
-            err = e
-            continue
-        except Exception as e:  # TVM build errors
-            err = LoweringError(f"TVM could not build the program for {target}: {first_line(e)}", stage="build")
-            continue
-        built = Built(lw.text, ex, target, vec, lw.scratch, lw.notes)
-        if CACHE_SIZE:
-            _CACHE[key] = built
-            while len(_CACHE) > CACHE_SIZE:
-                _CACHE.popitem(last=False)
-        return built
-    raise err
+    except Exception as e:  # TVM build errors
+        err = e if isinstance(e, LoweringError) else LoweringError(
+            f"TVM could not build the program for {target}: {first_line(e)}", stage="build")
+        if disk is not None and retried:
+            disk[0].put_error(disk[1], err.message)
+        raise err from None
+    if disk is not None:
+        module = disk[0].put(ex.mod, [(disk[1], "main")])
+        if module is not None:
+            ex = _executable(module)
+    return Built(low.text, ex, target, vectorized, low.scratch, low.notes)
+
+
+def _executable(module):
+    """A loaded library as ``tvm.compile``'s result type (``jit()`` returns it as it is)."""
+    import tvm
+    return tvm.runtime.Executable(module)
 
 
 def device_for(target: str, device=None):
@@ -211,7 +313,7 @@ def run_built(built: Built, program, inputs: dict, device=None) -> dict[str, np.
     dev = device_for(built.target, device)
     args, outs = arguments(program, inputs, dev, built.scratch)
     try:
-        built.module["main"](*args, *outs)
+        built.function(*args, *outs)
         if built.target == "cuda":
             dev.sync()
     except Exception as e:
@@ -232,10 +334,10 @@ def time_built(built: Built, program, inputs: dict, device=None, warmup: int = 3
     dev = device_for(built.target, device)
     args, outs = arguments(program, inputs, dev, built.scratch)
     try:
-        fn = built.module["main"]
+        fn = built.function
         for _ in range(warmup):
             fn(*args, *outs)
-        ev = built.module.time_evaluator("main", dev, number=number, repeat=repeat)
+        ev = built.timer(dev, number=number, repeat=repeat)
         res = ev(*args, *outs)
     except Exception as e:
         raise LoweringError(f"timing failed: {first_line(e)}", stage="exec") from None

@@ -1,5 +1,6 @@
 """The worker process that holds TVM and serves the requests of the ``Verifier`` (``lowering.isolated``)
-and of ``lowering.crosscheck``: ``python -m lowering.tvm_worker FD MEMORY_MIB CACHE_SIZE``."""
+and of ``lowering.crosscheck``: ``python -m lowering.tvm_worker FD MEMORY_MIB CACHE_SIZE [BUILD_CACHE MAX_MB]``
+(``BUILD_CACHE``: the on-disk cache's folder or ``off``, ``lowering.build_cache``; default: the environment's)."""
 from __future__ import annotations
 
 import sys
@@ -18,6 +19,9 @@ def main(argv: list[str]) -> None:
         limit = memory_mib * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     set_build_cache_size(cache_size)
+    if len(argv) >= 5:
+        from .build_cache import configure
+        configure(argv[3], float(argv[4]))
     serve(lambda req: ("ok", handlers[req[0]](*req[1])), argv[:1], prepare=_import_tvm)
 
 

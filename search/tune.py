@@ -197,18 +197,18 @@ def evaluate_schedule(mod, program, scratch, *, original=None, rounds: int = 3, 
               for d, x in zip(program.outputs, o))
     scale = max(float(np.max(np.abs(want[d.name]))) for d in program.outputs) or 1.0
 
-    def time_fn(exe, fargs):
+    def time_fn(exe, fargs, symbol="main"):
         mod_ = exe.jit() if hasattr(exe, "jit") else exe
         for _ in range(warmup):
-            mod_["main"](*fargs)
-        probe = mod_.time_evaluator("main", dev, number=1, repeat=1)(*fargs).results[0] * 1e3
+            mod_[symbol](*fargs)
+        probe = mod_.time_evaluator(symbol, dev, number=1, repeat=1)(*fargs).results[0] * 1e3
         number = max(1, min(1000, int(min_repeat_ms / max(probe, 1e-6)) + 1))
-        return statistics.median(r * 1e3 for r in mod_.time_evaluator("main", dev, number=number,
+        return statistics.median(r * 1e3 for r in mod_.time_evaluator(symbol, dev, number=number,
                                                                       repeat=repeat)(*fargs).results)
     oa, oo = arguments(original, ins, dev, orig_built.scratch)
     base, tuned = [], []
     for _ in range(rounds):
-        base.append(time_fn(orig_built.executable, [*oa, *oo]))
+        base.append(time_fn(orig_built.executable, [*oa, *oo], orig_built.symbol))   # a batch's library: its symbol
         tuned.append(time_fn(ex, [*a, *o]))
     b, t = statistics.median(base), statistics.median(tuned)
     return {"ok": True, "original_ms": b, "tuned_ms": t, "speedup": b / t, "max_abs_err": err,

@@ -35,15 +35,14 @@ def measure_alone_now(programs: list[dict], rounds: int, opts: dict) -> dict:
             built = build(prog, opts["target"], opts["arch"])
             stage = "execution failed"
             args, outs = arguments(prog, random_inputs(prog, opts["seed"], 0), dev, built.scratch)
-            evals.append((built.module, dev, (*args, *outs)))
+            evals.append((built, dev, (*args, *outs)))
     except LeirError as e:
         return _empty(times=[], runs=[], reason=stage, failed=i, message=e.message)
     try:
         with TimingLock(opts["target"]):
             _warm(evals, opts["warmup"], opts["target"])
             runs = [calibrate([ev], opts["min_ms"]) for ev in evals]
-            timers = [mod.time_evaluator("main", d, number=n, repeat=opts["best_of"])
-                      for (mod, d, _), n in zip(evals, runs)]
+            timers = [built.timer(d, number=n, repeat=opts["best_of"]) for (built, d, _), n in zip(evals, runs)]
             times = []
             for _ in range(rounds):
                 row = []

@@ -53,7 +53,7 @@ def pair(times: list[list[float]], sched: list[list[int]], n: int) -> list[tuple
 
 
 def _prepare(programs: list[dict], opts: dict):
-    """(evals, error): per program its jitted module, device and arguments; or an error answer."""
+    """(evals, error): per program its ``Built``, device and arguments; or an error answer."""
     from engine.leir.diagnostics import LeirError
     from engine.leir.files import program_from_json
 
@@ -72,15 +72,15 @@ def _prepare(programs: list[dict], opts: dict):
         dev = device_for(opts["target"])
         for prog, built in progs:
             args, outs = arguments(prog, inputs, dev, built.scratch)
-            evals.append((built.module, dev, (*args, *outs)))
+            evals.append((built, dev, (*args, *outs)))
     except LeirError as e:
         return None, {"reason": "execution failed", "failed": None, "message": e.message}
     return evals, None
 
 
 def _warm(evals, warmup: int, target: str) -> None:
-    for mod, d, args in evals:           # each program runs before any timing
-        fn = mod["main"]
+    for built, d, args in evals:         # each program runs before any timing
+        fn = built.function
         for _ in range(warmup):
             fn(*args)
         if target == "cuda":
@@ -96,8 +96,8 @@ def calibrate(evals, min_ms: float) -> int:
     """Runs per mean so that a mean of the fastest program lasts at least ``min_ms`` (from the
     fastest of 3 single runs of each)."""
     fastest = math.inf
-    for mod, dev, args in evals:
-        timer = mod.time_evaluator("main", dev, number=1, repeat=3)
+    for built, dev, args in evals:
+        timer = built.timer(dev, number=1, repeat=3)
         fastest = min(fastest, min(timer(*args).results) * 1000.0)
     if fastest <= 0:
         return MAX_NUMBER
@@ -126,8 +126,7 @@ def measure_schedule_now(programs: list[dict], sched: list[list[int]], opts: dic
         with TimingLock(opts["target"]):
             _warm(evals, opts["warmup"], opts["target"])
             numbers = calibrate_each(evals, opts["min_ms"])
-            timers = [mod.time_evaluator("main", d, number=k, repeat=opts["best_of"])
-                      for (mod, d, _), k in zip(evals, numbers)]
+            timers = [built.timer(d, number=k, repeat=opts["best_of"]) for (built, d, _), k in zip(evals, numbers)]
             times = []
             for order in sched:
                 row = []
@@ -168,8 +167,7 @@ def measure_paired_now(programs: list[dict], opts: dict) -> dict:
         with TimingLock(opts["target"]):
             _warm(evals, opts["warmup"], opts["target"])
             numbers = calibrate_each(evals, protocol.min_ms)
-            timers = [mod.time_evaluator("main", d, number=k, repeat=protocol.best_of)
-                      for (mod, d, _), k in zip(evals, numbers)]
+            timers = [built.timer(d, number=k, repeat=protocol.best_of) for (built, d, _), k in zip(evals, numbers)]
             while active and r < protocol.rounds:
                 order = round_order(active, r)
                 row = []
