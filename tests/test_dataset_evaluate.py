@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_search_llm import TINY, FakeLLM, tiny_program
+from test_search_llm import TINY, FakeLLM, completion, tiny_program
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = re.compile(r"(?:IR of|menu of) (\w+)")
@@ -134,6 +134,7 @@ def test_single_and_menu_metrics_on_known_answers(steps, tmp_path, capsys):
     m = res["menu"]
     from dataset.evaluate.metrics import mean_interval, wilson
     baselines = m.pop("baselines")
+    comparison = m.pop("comparison")
     assert m == {"prompts": 5, "valid": 3, "valid_rate": 0.6, "valid_interval": wilson(3, 5), "agreement": 0.2,
                  "agreement_interval": wilson(1, 5), "agreement_of_valid": 0.333333,
                  "label_agreement": 0.2, "mean_regret": 2.5, "regret_interval": mean_interval([1.0, 4.0]),
@@ -143,6 +144,17 @@ def test_single_and_menu_metrics_on_known_answers(steps, tmp_path, capsys):
     # random choice on the same menus: 1/4 agree (4.0 of 1, 2, 4, unverified); regrets 4, 2, 1 over 3/4
     assert baselines["random"]["agreement"] == 0.25 and baselines["random"]["mean_regret"] == round(7 / 3, 6)
     assert "unavailable" in baselines["cost model"]          # these rows carry no steps to rank
+    # the comparison: every menu counts (no intervals here: the verdicts decide; tie 1.0 < faster 2.0, 4.0)
+    assert comparison["menus"] == 5 and sum(comparison["left_out"].values()) == 0
+    me, rnd = comparison["choosers"]["fake"], comparison["choosers"]["random"]
+    assert (me["valid"], me["top1"], me["top1_interval"]) == (3, 0.2, wilson(1, 5))
+    assert (me["pairwise"], me["pairwise_pairs"]) == (0.333333, 3)     # "3" beats 1; "1" loses to 2 and 3
+    # regrets 1 ("3"), 4 ("1"), and the menu's largest, 4, for the unverified entry and the two non-answers
+    assert me["geo_regret"] == round(4 ** 0.8, 6) and rnd["geo_regret"] == round(2 ** 1.25, 6)
+    assert rnd["top1"] == 0.25 and me["vs_random"]["top1"]["p"] == 0.75
+    assert [c for c in comparison["choosers"]] == ["fake", "random", "position 1", "position 2", "position 3",
+                                                   "last", "strategy prior", "cost model"]
+    assert comparison["choosers"]["position 3"]["top1"] == 1.0          # the engine's order here puts 4.0 third
     # the menu prompts were constrained to their numbers: the first form the server followed (vLLM's choice)
     assert res["job"]["constraint_kept"] == "choice"
     menu_bodies = [r["body"] for r in srv.requests if "menu of" in r["body"]["messages"][-1]["content"]]
@@ -253,3 +265,90 @@ def test_menu_constraint_is_negotiated_like_the_search_does(steps, tmp_path):
                         "--no-baselines", "--kind", "menu") == 0
         assert len(srv.requests) == asked
     assert json.loads((tmp_path / "ev" / "results.json").read_text()) == res
+
+
+REAL_MENU = ROOT / "tests" / "data" / "training" / "menu.jsonl"     # a --time --menu row: intervals, steps
+
+
+def real_menu_rows(split: str) -> list[dict]:
+    """Three menus of the real row (13 timed entries of layernorm, loop_unrolling 11 the fastest):
+    as it is; its best entry alone (one entry); four entries whose intervals overlap (no decisive pair)."""
+    row = json.loads(REAL_MENU.read_text().splitlines()[0])
+
+    def sub(name, numbers):
+        menu = [dict(row["menu"][n - 1], number=i + 1) for i, n in enumerate(numbers)]
+        msgs = [dict(m, content=m["content"].replace("IR of layernorm", f"IR of {name}")) for m in row["messages"]]
+        return row | {"id": name, "split": split, "messages": msgs, "menu": menu, "answer": 1}
+    return [sub("full", range(1, 14)), sub("single", [11]), sub("tied", [4, 5, 6, 7])]
+
+
+def test_the_comparison_on_real_menus_with_every_baseline(tmp_path):
+    ds, train = tmp_path / "ds", tmp_path / "train-ds"
+    for folder, split in ((ds, "test"), (train, "train")):
+        (folder / split).mkdir(parents=True)
+        (folder / split / "menu.jsonl").write_text("".join(json.dumps(r) + "\n" for r in real_menu_rows(split)))
+    (ds / "stats.json").write_text(json.dumps({"job": {"strategies": ["paper", "extra"]}}))
+    answers = {"full": ["11"], "single": ["1"], "tied": ["2"]}
+    with FakeLLM(responder=scripted(answers)) as srv:
+        assert evaluate(ds, "--endpoint", srv.url, "--model", "fake", "-o", tmp_path / "ev", "--no-plot",
+                        "--train-data", train) == 0
+    c = json.loads((tmp_path / "ev" / "results.json").read_text())["menu"]["comparison"]
+    assert c["menus"] == 1 and c["left_out"] == {"one entry": 1, "fewer than two timed entries": 0,
+                                                 "no decisive pair": 1}
+    assert c["left_out_model"]["valid"] == 2
+    ch = c["choosers"]
+    me = ch["fake"]
+    assert (me["top1"], me["geo_regret"], me["pairwise"], me["pairwise_pairs"]) == (1.0, 1.0, 1.0, 11)   # not 2: their intervals overlap
+    assert list(ch)[:2] == ["fake", "random"] and "position 12" in ch and "position 13" not in ch
+    # the prior of the training folder's timed entries (here the same menu: it ranks by the measured speedups)
+    prior = ch["strategy prior"]
+    assert (prior["top1"], prior["ranking_pairwise"]) == (1.0, 1.0) and "18 timed training entries of 13" in prior["note"]
+    # the cost model with the dataset's strategies ranks every entry (expand_factorization first)
+    cost = ch["cost model"]
+    assert cost["valid"] == 1 and cost["ranked_menus"] == 1 and "strategies paper,extra" in cost["note"]
+    assert cost["geo_regret"] == round(1.429412 / 0.957814, 6)
+    md = (tmp_path / "ev" / "results.md").read_text()
+    assert "| fake | 100.0% [20.7, 100.0] | 100.0% [20.7, 100.0] | 100.0% [100.0, 100.0] | - | 1.000 [1.000, 1.000] |" in md
+    assert "Left out: 2 menu(s): 1 one entry, 1 no decisive pair." in md
+
+
+def logprob_server(preference):
+    """A server that ranks: a forced answer (vLLM's structured_outputs regex "N[^0-9]") comes back
+    as N then a newline, one token a digit, the first with log-probability ``preference(menu, N)``,
+    the newline's alternatives holding no digit (the number ends: end term 0)."""
+    def respond(body):
+        regex = (body.get("extra_body") or body).get("structured_outputs", {}).get("regex")
+        name = NAME.search(body["messages"][-1]["content"]).group(1)
+        answer = regex[:-len("[^0-9]")]
+        toks = [{"token": c, "logprob": preference(name, int(answer)) if i == 0 else 0.0, "bytes": None,
+                 "top_logprobs": [{"token": c, "logprob": -0.1, "bytes": None}]} for i, c in enumerate(answer)]
+        toks.append({"token": "\n", "logprob": -0.01, "bytes": None,
+                     "top_logprobs": [{"token": "\n", "logprob": -0.01, "bytes": None},
+                                      {"token": " ", "logprob": -5.0, "bytes": None}]})
+        payload = completion([answer + "\n"])
+        payload["choices"][0]["logprobs"] = {"content": toks}
+        return ("raw", json.dumps(payload).encode())
+    return respond
+
+
+def test_answer_rank_scores_the_model_as_a_ranker(tmp_path):
+    ds = tmp_path / "ds"
+    (ds / "test").mkdir(parents=True)
+    rows = real_menu_rows("test")
+    (ds / "test" / "menu.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    speed = {r["id"]: [e["speedup"] for e in r["menu"]] for r in rows}
+    with FakeLLM(responder=logprob_server(lambda name, n: speed[name][n - 1])) as srv:   # prefers the fastest
+        assert evaluate(ds, "--endpoint", srv.url, "--model", "fake", "-o", tmp_path / "ev", "--no-plot",
+                        "--answer", "rank", "--no-baselines") == 0
+        assert len(srv.requests) == 13 + 1 + 4 and all("structured_outputs" in r["body"] for r in srv.requests)
+    res = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert res["job"]["answer"] == "rank" and res["job"]["rank_form"] == "structured-regex"
+    full = next(p for p in res["prompts"] if p["id"] == "full")
+    assert full["chosen"] == 11 and full["ranking"][:3] == [11, 2, 10] and len(full["ranking"]) == 13
+    me = res["menu"]["comparison"]["choosers"]["fake"]
+    assert (me["top1"], me["ranking_pairwise"], me["ranking_pairs"], me["ranked_menus"]) == (1.0, 1.0, 31, 1)
+    with FakeLLM(responder=scripted({"full": ["1"]})) as srv:           # no log-probabilities: one line, exit 2
+        r = subprocess.run([sys.executable, "-m", "dataset.evaluate", str(ds), "--endpoint", srv.url, "--model",
+                            "fake", "-o", str(tmp_path / "ev2"), "--answer", "rank", "--no-baselines"], cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--answer rank: the server gives no usable log-probabilities" in r.stderr, r.stderr

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from . import mix as mixing
-from ..text import row_format
+from ..text import pairwise, row_format
 from .difficulty import BUCKETS, PAPER_MIX, mix
 from .filtering import (
     EXPANSION,
@@ -37,15 +37,20 @@ OUTPUT_FILES = ("rows.jsonl", "failures.jsonl", "skipped.jsonl", "stats.json", "
 CHAT_KINDS = {"single": ("single.jsonl", "single_trl.jsonl"), "multi": ("multi.jsonl", "multi_trl.jsonl")}
 
 
-def held_out_types(types: list[str], seed: int, fraction: float) -> set[str]:
+def held_out_types(types: list[str], seed: int, fraction: float, group=None) -> set[str]:
     """Program types held out for the test split: the first ``round(fraction * n)`` (at least one
-    when there are two or more types) in a seeded hash order. Whole types, never split across."""
+    when there are two or more types) in a seeded hash order. Whole types, never split across.
+    ``group`` (a type -> its group, e.g. ``dataset.families.family``): whole groups instead, the
+    fraction counted in groups, so no group has types in both splits."""
     uniq = list(dict.fromkeys(types))
-    if fraction <= 0 or len(uniq) < 2:
+    key = group or (lambda t: t)
+    groups = list(dict.fromkeys(key(t) for t in uniq))
+    if fraction <= 0 or len(groups) < 2:
         return set()
-    n = min(len(uniq) - 1, max(1, round(fraction * len(uniq))))
-    ranked = sorted(uniq, key=lambda t: hashlib.sha256(f"{seed}:split:{t}".encode()).hexdigest())
-    return set(ranked[:n])
+    n = min(len(groups) - 1, max(1, round(fraction * len(groups))))
+    ranked = sorted(groups, key=lambda g: hashlib.sha256(f"{seed}:split:{g}".encode()).hexdigest())
+    held = set(ranked[:n])
+    return {t for t in uniq if key(t) in held}
 
 
 def _dumps(rec) -> str:
@@ -165,6 +170,8 @@ class Assembly:
         self.seconds = 0.0
         self.states = StateStats(options.get("target") or "llvm", options.get("strategy_names"))
         self.kernel_ids: set[str] = set()          # kernel rows written (a question once)
+        self.timed_ids: set[str] = set()           # timed menus written (a question once)
+        self.timed_counts = Counter()              # what their examples count (dataset.text.pairwise)
 
     # ------------------------------------------------------------------ per task
 
@@ -204,6 +211,27 @@ class Assembly:
             self._preferences(rows, res.get("menu") or [], split)
         if self.options.get("kernel_menu"):
             self._kernel_rows(res.get("kernel_menu") or [], split)
+        if self._timed_menus_asked():
+            self._timed_menus(res.get("timed_menus") or [], split)
+
+    def _timed_menus_asked(self) -> bool:
+        return bool(self.options.get("time") and (self.options.get("menu") or self.options.get("kernel_menu")))
+
+    def _timed_menus(self, records: list[dict], split: str) -> None:
+        """Every timed menu of one task, answered or not (``timed_menus.jsonl``), and the pairwise,
+        pointwise and preference examples of its timings (``dataset.text.pairwise``); a question an
+        earlier task asked already is written once."""
+        for rec in records:
+            if rec["id"] in self.timed_ids:
+                continue
+            self.timed_ids.add(rec["id"])
+            rec["split"] = split
+            self.files["timed_menus.jsonl"].write(rec)
+            got, counts = pairwise.examples_of(rec, self.seed)
+            self.timed_counts.update(counts)
+            for name, examples in got.items():
+                for ex in examples:
+                    self.files[name].write(ex)
 
     def _preferences(self, rows: list[dict], menus: list[dict], split: str) -> None:
         """Preference pairs of the single form (rows of one state, by their verdicts) and the menu
@@ -430,6 +458,7 @@ class Assembly:
             "menu": {"rows": sum(self.c["menu_strategies"].values()),
                      "answers_per_strategy": dict(sorted(self.c["menu_strategies"].items()))},
             **({"kernel_menu": kernel_stats(self.c)} if self.options.get("kernel_menu") else {}),
+            **({"timed_menus": pairwise.stats_of(self.timed_counts)} if self._timed_menus_asked() else {}),
         } | ({"timing": self._timing_stats(rows)} if self.options.get("time") else {})
 
     def _timing_stats(self, rows: int) -> dict:
@@ -444,12 +473,18 @@ class Assembly:
             return bool(self.options.get("kernel_menu"))
         if name == "preferences.jsonl":
             return bool(self.options.get("time"))
+        if name in ("pairwise.jsonl", "pointwise.jsonl", "preferences_pairwise.jsonl", "timed_menus.jsonl"):
+            return self._timed_menus_asked()
         return True
 
     def _move_into_place(self, written: dict, plots: list[str]) -> None:
         out = self.out
         for name in OUTPUT_FILES:
             os.replace(self.stage / name, out / name)
+        if self._writes("timed_menus.jsonl"):          # the archive of timed menus, with --menu or --kernel-menu
+            os.replace(self.stage / "timed_menus.jsonl", out / "timed_menus.jsonl")
+        else:
+            (out / "timed_menus.jsonl").unlink(missing_ok=True)
         for name in SPLIT_FILES:
             for s in SPLITS:
                 (out / s).mkdir(exist_ok=True)

@@ -39,6 +39,16 @@ DESCRIPTIONS = {
                    "`program` say where the question was asked",
     "preferences_kernel_menu": "DPO pairs of the kernel form: the kernel question's conversation, the answer "
                                "(chosen) and a move of the same page measured slower or tied (rejected)",
+    "pairwise": "which of two moves is faster, from every timed menu (`timed_menus.jsonl`, answered or not): the "
+                "question's system message and header (the kernel, or the state), two entries whose intervals "
+                "against the same parent lie apart by more than the noise floor, in a seeded order, and the answer "
+                "`1` or `2`; `form` says whether the question is the kernel search's (`kernel`) or the search's "
+                "(`menu`)",
+    "pointwise": "whether one move is faster than the current kernel or program, from every timed menu: an entry "
+                 "measured faster (`yes`) or slower (`no`); ties are left out",
+    "preferences_pairwise": "DPO pairs from the same decisive pairs as `pairwise`, on the question the search "
+                            "itself asks (its first request): the faster entry's number (chosen), the other's "
+                            "(rejected)",
 }
 TRAINING = {
     "single": "SFT", "multi": "SFT", "single_trl": "SFT (loss on the completion)",
@@ -47,6 +57,9 @@ TRAINING = {
     "preferences": "DPO, after SFT", "preferences_menu": "DPO, after SFT on `menu`",
     "kernel_menu": "SFT (the task the kernel search's `--policy llm` asks)",
     "preferences_kernel_menu": "DPO, after SFT on `kernel_menu`",
+    "pairwise": "SFT (`python -m dataset.train --examples ...,pairwise`)",
+    "pointwise": "SFT (`python -m dataset.train --examples ...,pointwise`)",
+    "preferences_pairwise": "DPO, after SFT (`--examples ...,pairwise --dpo`)",
 }
 
 
@@ -72,10 +85,12 @@ def dataset_card(stats: dict, written: dict) -> str:
     for name, splits in written.items():
         counts = ", ".join(f"{s}: {n}" for s, n in splits.items())
         lines.append(f"- `{name}` ({counts}): {DESCRIPTIONS[name]}. Train with: {TRAINING[name]}.")
-    lines += ["", "Whole program types are held out for `test`. The training files are also JSON lines, one file "
+    held = "operator families (`--split-by family`)" if job.get("split_by") == "family" else "program types"
+    lines += ["", f"Whole {held} are held out for `test`. The training files are also JSON lines, one file "
               "per split, never both splits in one file: `train/single.jsonl` and `test/single.jsonl`, and the "
               "same for `multi`, `single_trl`, `multi_trl` (`preferences` with `--time`; `menu` and `preferences_menu` with `--menu`; `kernel_menu` and "
-              "`preferences_kernel_menu` with `--kernel-menu`); point a trainer at "
+              "`preferences_kernel_menu` with `--kernel-menu`; `pairwise`, `pointwise` and `preferences_pairwise` "
+              "with either, made from every timed menu kept in `timed_menus.jsonl`); point a trainer at "
               "the `train/` file as it is. `rows.jsonl` (the archive, not a training file) keeps both splits with "
               "their `split`.", "",
               "Prompts and labels use the same key, `applied_strategies` (a list of the one strategy applied), as "
@@ -99,7 +114,7 @@ def dataset_card(stats: dict, written: dict) -> str:
               "- strategy mix (difficult / medium / easy %): dataset "
               + " / ".join(str(mix["dataset"][b]) for b in reversed(BUCKETS)) + ", paper "
               + " / ".join(str(mix["paper"][b]) for b in reversed(BUCKETS)),
-              *_timing(stats.get("timing")), "", "## Job", "", "```json", _json(job), "```", ""]
+              *_timed_menus(stats.get("timed_menus")), *_timing(stats.get("timing")), "", "## Job", "", "```json", _json(job), "```", ""]
     return "\n".join(lines)
 
 
@@ -150,6 +165,16 @@ def _timing(t: dict | None) -> list[str]:
     if len(t["machines"]) > 1:
         lines.append("- WARNING: timings of several machines or targets; compare speedups only within one")
     return lines
+
+
+def _timed_menus(t: dict | None) -> list[str]:
+    """The card's figure of the examples made from every timed menu (``dataset.text.pairwise``)."""
+    if not t:
+        return []
+    return [f"- timed menus: {t['menus']} ({t['kernel_menus']} kernel, {t['menu_menus']} menu), {t['entries_timed']} "
+            f"entries timed; pairwise examples: {t['pairwise']} of {t['decisive_pairs']} decisive pairs (at most "
+            f"{t['pairs_per_menu']} a menu); pointwise: {t['pointwise_yes']} yes, {t['pointwise_no']} no "
+            f"({t['pointwise_ties_left_out']} ties left out); preference pairs: {t['preferences_pairwise']}"]
 
 
 def _counts(d: dict) -> str:

@@ -160,18 +160,57 @@ KERNEL_PREFERENCE = obj({"id": STR, "form": {"type": "string", "enum": ["kernel"
                          "chosen_verdict": {"type": "string", "enum": ["faster"]},
                          "rejected_verdict": {"type": "string", "enum": ["slower", "tie"]}, "split": SPLIT})
 
+# a timed menu (dataset.text.timed_menus): every question a --time --menu / --kernel-menu job measured,
+# answered or not: its first request, the text before its entries (header), every entry with its line,
+# steps, number on the first page (null: a kernel move shown on a later page), verification and timing
+FORM = {"type": "string", "enum": ["kernel", "menu"]}
+REQUEST = {"type": "array", "minItems": 2, "maxItems": 2,
+           "items": obj({"role": {"type": "string", "enum": ["system", "user"]}, "content": STR})}
+TIMED_ENTRY = obj({"key": STR, "label": STR, "text": STR, "steps": {**arr(MENU_STEP), "minItems": 1}, "number": NINT,
+                   "verified": BOOL, "speedup": NNUM, "ci": {"type": ["array", "null"], "items": NUM},
+                   "verdict": VERDICT, "timing": TIMING})
+TIMED_MENU = obj({"id": STR, "form": FORM, "program": PROGRAM, "depth": INT, "slot": NINT, "slots": NINT,
+                  "kernel": obj(PROGRAM["properties"], nullable=True), "kernel_key": NSTR, "messages": REQUEST,
+                  "header": STR, "entries": {**arr(TIMED_ENTRY), "minItems": 1}, "split": SPLIT})
+# examples from every timing of a timed menu (dataset.text.pairwise): which of two entries is faster
+# (a decisive pair, shown in a seeded order), whether one entry is faster than its parent (faster or
+# slower, ties left out), and the decisive pairs as preference pairs on the question's own request
+CHAT3 = {"type": "array", "minItems": 3, "maxItems": 3,
+         "items": obj({"role": {"type": "string", "enum": ["system", "user", "assistant"]}, "content": STR})}
+MEASURED = {"type": "string", "enum": ["faster", "slower", "tie"]}
+WHERE = {"id": STR, "form": FORM, "program": STR, "slot": NINT, "question": STR}
+
+
+def two(items: dict) -> dict:
+    return {**arr(items), "minItems": 2, "maxItems": 2}
+
+
+PAIRWISE = obj({**WHERE, "messages": CHAT3, "keys": two(STR), "labels": two(STR), "speedups": two(NUM),
+                "cis": two(CI), "verdicts": two(MEASURED), "answer": {"type": "string", "enum": ["1", "2"]},
+                "split": SPLIT})
+POINTWISE = obj({**WHERE, "messages": CHAT3, "key": STR, "label": STR, "speedup": NUM, "ci": CI,
+                 "verdict": {"type": "string", "enum": ["faster", "slower"]},
+                 "answer": {"type": "string", "enum": ["yes", "no"]}, "split": SPLIT})
+PAIRWISE_PREFERENCE = obj({**WHERE, "prompt": REQUEST, "chosen": {**MESSAGES, "maxItems": 1},
+                           "rejected": {**MESSAGES, "maxItems": 1}, "chosen_key": STR, "rejected_key": STR,
+                           "chosen_speedup": NUM, "rejected_speedup": NUM, "chosen_verdict": MEASURED,
+                           "rejected_verdict": MEASURED, "split": SPLIT})
+
 STATS = {"type": "object", "required": ["job", "sources", "candidates", "rows_per_strategy", "failures_per_rule",
                                         "difficulty", "filter", "bucket_mix", "splits", "files", "throughput"]}
 
 FILES = {"rows.jsonl": ROW, "failures.jsonl": FAILURE, "skipped.jsonl": SKIPPED,
          "single.jsonl": CHAT, "multi.jsonl": MULTI_CHAT, "single_trl.jsonl": TRL, "multi_trl.jsonl": MULTI_TRL,
          "preferences.jsonl": PREFERENCE, "preferences_menu.jsonl": PREFERENCE, "menu.jsonl": MENU,
-         "kernel_menu.jsonl": KERNEL_MENU, "preferences_kernel_menu.jsonl": KERNEL_PREFERENCE}
+         "kernel_menu.jsonl": KERNEL_MENU, "preferences_kernel_menu.jsonl": KERNEL_PREFERENCE,
+         "timed_menus.jsonl": TIMED_MENU, "pairwise.jsonl": PAIRWISE, "pointwise.jsonl": POINTWISE,
+         "preferences_pairwise.jsonl": PAIRWISE_PREFERENCE}
 SPLITS = ("train", "test")
 # the training files: written split by split, OUT/train/NAME and OUT/test/NAME, never both in one
 # file; rows.jsonl (the archive, not a training file) keeps both with their ``split``
 SPLIT_FILES = ("single.jsonl", "multi.jsonl", "single_trl.jsonl", "multi_trl.jsonl", "preferences.jsonl",
-               "menu.jsonl", "preferences_menu.jsonl", "kernel_menu.jsonl", "preferences_kernel_menu.jsonl")
+               "menu.jsonl", "preferences_menu.jsonl", "kernel_menu.jsonl", "preferences_kernel_menu.jsonl",
+               "pairwise.jsonl", "pointwise.jsonl", "preferences_pairwise.jsonl")
 
 
 def file_path(name: str, split: str) -> str:
@@ -181,7 +220,8 @@ def file_path(name: str, split: str) -> str:
 CONFIGS = {"single": "single.jsonl", "multi": "multi.jsonl", "single_trl": "single_trl.jsonl",
            "multi_trl": "multi_trl.jsonl", "rows": "rows.jsonl", "preferences": "preferences.jsonl",
            "menu": "menu.jsonl", "preferences_menu": "preferences_menu.jsonl", "kernel_menu": "kernel_menu.jsonl",
-           "preferences_kernel_menu": "preferences_kernel_menu.jsonl"}
+           "preferences_kernel_menu": "preferences_kernel_menu.jsonl", "pairwise": "pairwise.jsonl",
+           "pointwise": "pointwise.jsonl", "preferences_pairwise": "preferences_pairwise.jsonl"}
 
 
 def arrow_type(s: dict):

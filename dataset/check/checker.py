@@ -19,6 +19,8 @@
 * every kernel row (``dataset.check.kernel_rows``): the kernel search's question asked again at its slot's
   kernel, the conversation compared byte for byte, each timed move's verdict re-derived and its reason
   re-rendered, the answer re-chosen and its steps replayed on the kernel; its pair file rebuilt;
+* every timed menu (``dataset.check.timed_menus``, answered or not): its question asked again, each
+  timing re-derived; the pairwise, pointwise and preference examples rebuilt from them and compared;
 * a seeded sample of rows verified again on TVM (``--sample N``, default 20);
 * at least one row (``--allow-empty`` when a dataset without rows is expected).
 
@@ -555,6 +557,8 @@ def check(out: Path, sample: int = 20, progress: bool = True, rules=None, allow_
     check_menu(data, rows, options, rules, report)
     from .kernel_rows import check_kernel_rows
     check_kernel_rows(data, options, rules, report)
+    from .timed_menus import check_timed_menus
+    check_timed_menus(data, options, rules, report)
     check_stats(data, rows, report)
     reverify(rows, sample, int(options.get("seed") or 0), report)
     return report

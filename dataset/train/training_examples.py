@@ -1,8 +1,12 @@
 """The training examples of ``python -m dataset.train``, read from generated dataset folders.
 
-SFT examples are the menu rows (``train/menu.jsonl``: the search's own request for a state and
-the number of the entry measured fastest); DPO examples are the menu-form preference pairs
-(``train/preferences_menu.jsonl``). Both become TRL's conversational ``prompt`` / ``completion``
+Which examples: ``--examples`` names kinds (``KINDS``), each an SFT file and its preference file:
+``menu`` (the default: ``train/menu.jsonl``, the search's own request for a state and the number of
+the entry measured fastest; pairs ``train/preferences_menu.jsonl``), ``kernel_menu`` (the kernel
+search's question at a kernel, answered; ``preferences_kernel_menu.jsonl``), ``pairwise`` (which of
+two entries of a timed menu is faster, ``1`` or ``2``; ``preferences_pairwise.jsonl``: the same
+decisive pairs on the question the search asks) and ``pointwise`` (whether one entry is faster than
+its parent, ``yes`` or ``no``; no pairs). All become TRL's conversational ``prompt`` / ``completion``
 (``chosen`` / ``rejected``) records, the prompt being the row's messages up to its last user
 message, byte for byte what the search sends.
 
@@ -23,16 +27,36 @@ from pathlib import Path
 from engine.leir.diagnostics import LeirError
 
 COMPLETIONS = ("number", "reason")
+# --examples: each kind's SFT file and its preference file (None: the kind has no preference pairs)
+KINDS = {"menu": ("menu.jsonl", "preferences_menu.jsonl"),
+         "kernel_menu": ("kernel_menu.jsonl", "preferences_kernel_menu.jsonl"),
+         "pairwise": ("pairwise.jsonl", "preferences_pairwise.jsonl"),
+         "pointwise": ("pointwise.jsonl", None)}
+DEFAULT_KINDS = ("menu",)
 _ANSWER = re.compile(r"(?s)(?:<think>.*</think>)?\s*(\d+)\s*")
+_YES_NO = re.compile(r"(?s)(?:<think>.*</think>)?\s*(yes|no)\s*")
+# how a file's answers read (the answer after </think>), when not a number
+ANSWERS = {"pointwise.jsonl": (_YES_NO, "'yes' or 'no'")}
 
 
 def answer_text(content: str, completion: str, path: Path, no: int) -> str:
-    """The assistant message trained: the whole of it (``reason``) or the number alone."""
-    m = _ANSWER.fullmatch(content or "")
+    """The assistant message trained: the whole of it (``reason``) or the answer alone (the number;
+    ``yes`` or ``no`` in pointwise files)."""
+    pattern, shape = ANSWERS.get(path.name, (_ANSWER, "'<think>...</think>N' or 'N'"))
+    m = pattern.fullmatch(content or "")
     if m is None:
-        raise LeirError(f"the assistant message is not '<think>...</think>N' or 'N': {(content or '')[:80]!r}",
-                        no, 1, str(path))
+        raise LeirError(f"the assistant message is not {shape}: {(content or '')[:80]!r}", no, 1, str(path))
     return content if completion == "reason" else m.group(1)
+
+
+def parse_kinds(text: str) -> tuple[str, ...]:
+    """The kinds ``--examples`` names (comma-separated, each once, in the order given)."""
+    kinds = tuple(dict.fromkeys(k.strip() for k in (text or "").split(",") if k.strip()))
+    bad = [k for k in kinds if k not in KINDS]
+    if bad or not kinds:
+        raise LeirError(f"--examples: {'unknown kind ' + repr(bad[0]) if bad else 'no kind given'} (kinds: "
+                        f"{', '.join(KINDS)})")
+    return kinds
 
 
 def _lines(path: Path):
@@ -70,31 +94,51 @@ def check_folder(folder: str) -> Path:
 def menu_examples(folders: list[str], split: str, completion: str) -> list[dict]:
     """SFT records ``{"id", "prompt", "completion"}`` of the menu rows of ``split`` in every folder
     (in the order given, each file in its order)."""
+    return sft_examples(folders, split, completion, DEFAULT_KINDS)
+
+
+def sft_examples(folders: list[str], split: str, completion: str, kinds=DEFAULT_KINDS) -> list[dict]:
+    """SFT records ``{"id", "prompt", "completion"}`` of the ``kinds`` (``KINDS``) of ``split`` in
+    every folder: kind by kind, folders in the order given, each file in its order."""
     out = []
-    for folder in map(check_folder, folders):
-        for path in split_files(folder, "menu.jsonl", split):
-            for no, rec in _lines(path):
-                msgs = _messages(rec.get("messages"), path, no, "messages")
-                if msgs[-1]["role"] != "assistant" or len(msgs) < 2 or msgs[-2]["role"] != "user":
-                    raise LeirError("a menu row's messages end with the user's request and the assistant's answer",
-                                    no, 1, str(path))
-                text = answer_text(msgs[-1]["content"], completion, path, no)
-                out.append({"id": str(rec.get("id", f"{path.name}:{no}")), "prompt": msgs[:-1],
-                            "completion": [{"role": "assistant", "content": text}]})
+    for kind in kinds:
+        for folder in map(check_folder, folders):
+            for path in split_files(folder, KINDS[kind][0], split):
+                out += _sft_file(path, completion)
     return out
 
 
-def pair_examples(folders: list[str], split: str, completion: str) -> list[dict]:
-    """DPO records ``{"id", "prompt", "chosen", "rejected"}`` of the menu-form preference pairs."""
+def _sft_file(path: Path, completion: str) -> list[dict]:
     out = []
-    for folder in map(check_folder, folders):
-        for path in split_files(folder, "preferences_menu.jsonl", split):
-            for no, rec in _lines(path):
-                prompt = _messages(rec.get("prompt"), path, no, "prompt")
-                pair = {}
-                for side in ("chosen", "rejected"):
-                    msgs = _messages(rec.get(side), path, no, side)
-                    pair[side] = [{"role": "assistant",
-                                   "content": answer_text(msgs[-1]["content"], completion, path, no)}]
-                out.append({"id": str(rec.get("id", f"{path.name}:{no}")), "prompt": prompt, **pair})
+    for no, rec in _lines(path):
+        msgs = _messages(rec.get("messages"), path, no, "messages")
+        if msgs[-1]["role"] != "assistant" or len(msgs) < 2 or msgs[-2]["role"] != "user":
+            raise LeirError("a row's messages must end with the user's request and the assistant's answer",
+                            no, 1, str(path))
+        text = answer_text(msgs[-1]["content"], completion, path, no)
+        out.append({"id": str(rec.get("id", f"{path.name}:{no}")), "prompt": msgs[:-1],
+                    "completion": [{"role": "assistant", "content": text}]})
+    return out
+
+
+def pair_examples(folders: list[str], split: str, completion: str, kinds=DEFAULT_KINDS) -> list[dict]:
+    """DPO records ``{"id", "prompt", "chosen", "rejected"}`` of the preference pairs of the
+    ``kinds`` (the menu-form pairs by default): kind by kind, folders in the order given."""
+    out = []
+    for name in (KINDS[k][1] for k in kinds if KINDS[k][1]):
+        for folder in map(check_folder, folders):
+            for path in split_files(folder, name, split):
+                out += _pair_file(path, completion)
+    return out
+
+
+def _pair_file(path: Path, completion: str) -> list[dict]:
+    out = []
+    for no, rec in _lines(path):
+        prompt = _messages(rec.get("prompt"), path, no, "prompt")
+        pair = {}
+        for side in ("chosen", "rejected"):
+            msgs = _messages(rec.get(side), path, no, side)
+            pair[side] = [{"role": "assistant", "content": answer_text(msgs[-1]["content"], completion, path, no)}]
+        out.append({"id": str(rec.get("id", f"{path.name}:{no}")), "prompt": prompt, **pair})
     return out
