@@ -221,7 +221,7 @@ def _main(argv) -> int:
     a = parser().parse_args(argv)
     check_url(a.endpoint)
     if a.answer == "rank":
-        from search.rank import parse_scorer
+        from search.scorers import parse_scorer
         parse_scorer(a.scorer)
     elif a.scorer != "server":
         raise LeirError("--scorer is how --answer rank scores entries: use it with --answer rank")
@@ -274,7 +274,7 @@ def run(a, items: list[dict]) -> int:
     saved = journal.root / "negotiation.json"
     ranked = journal.root / "ranking.json"
     if a.answer == "rank" and any(it["kind"] == "menu" for it in items):
-        from search.rank import make_scorer
+        from search.scorers import make_scorer
 
         from .rank_answers import MenuRanker
         resume = json.loads(ranked.read_text()) if ranked.exists() else None
