@@ -77,9 +77,9 @@ def _kept(key: tuple, make):
 def _prepared(program, key: tuple, target: str, arch: str):
     """(lowered, PrimFunc, disk) of a program to compile in a batch; or its result when it needs no
     compile (an on-disk hit, a failed lowering) or is built on its own (its vectorised form is
-    known to fail, or TVM does not parse it)."""
+    known to fail, or TVM rejects its TIR)."""
     from .run import build_from, cache_material, from_disk, remember
-    from .tir import from_tvmscript, lower_module
+    from .tir import lower_module, prim_func
     try:
         with stage("lowering"):
             low = lower_module(program, target)
@@ -90,9 +90,9 @@ def _prepared(program, key: tuple, target: str, arch: str):
     try:
         hit = from_disk(low, target, disk, True)
         if hit is None:
-            with stage("parse"):
-                f = from_tvmscript(low.text)
-    except LoweringError:       # its vectorised form is known to fail, or TVM does not parse it
+            with stage("primfunc"):
+                f = prim_func(low)
+    except LoweringError:       # its vectorised form is known to fail, or TVM rejects its TIR
         return _kept(key, lambda: build_from(program, low, target, arch))
     if hit is not None:
         remember(key, hit)

@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-STAGES = ("lowering", "parse", "compile", "codegen", "jit", "export", "load")
+STAGES = ("lowering", "primfunc", "compile", "codegen", "jit", "export", "load")
 
 _ACTIVE: Optional[dict] = None
 

@@ -100,12 +100,12 @@ def _static(program: dict, arch: str, compile_source: bool, seed: int = 0, trial
     from .cudacc import compile_offline, cuda_target, nvcc_path
     from .errors import LoweringError
     from .kernelcheck import check_module, pipeline_module
-    from .tir import first_line, from_tvmscript, lower_module, pass_config
+    from .tir import first_line, lower_module, pass_config, prim_func
     p = program_from_json(program)
     t0 = time.perf_counter()
     try:
         low = lower_module(p, "cuda")
-        f = from_tvmscript(low.text)
+        f = prim_func(low)
         try:
             with tvm.transform.PassContext(config=pass_config("cuda")):
                 mod = tvm.tirx.build(f, target=cuda_target(arch))

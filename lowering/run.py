@@ -24,7 +24,7 @@ from .build_stages import stage
 from .cudacc import cuda_target
 from .errors import LoweringError
 from .inputs import numpy_dtype
-from .tir import TARGETS, first_line, from_tvmscript, lower_module, pass_config
+from .tir import TARGETS, first_line, lower_module, pass_config, prim_func
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ def _build_fresh(program, target: str, arch: str) -> Built:
 def build_from(program, low, target: str, arch: str, prepared=None) -> Built:
     """Build ``program`` lowered as ``low``; when TVM rejects its vectorised form, its serial form.
     ``prepared``: (PrimFunc, disk) when the caller already parsed ``low`` and looked it up on disk."""
-    serial = "T.vectorized(" in low.text
+    serial = low.vectorized
     try:
         return build_lowered(low, target, arch, True, retried=serial, prepared=prepared)
     except LoweringError:
@@ -245,8 +245,8 @@ def build_lowered(low, target: str, arch: str, vectorized: bool, retried: bool =
         f, disk = prepared
     try:
         if f is None:
-            with stage("parse"):
-                f = from_tvmscript(low.text)
+            with stage("primfunc"):
+                f = prim_func(low)
         with stage("compile"):
             ex = compile_tir(f, target, arch)
     except Exception as e:  # TVM build errors
