@@ -43,6 +43,33 @@ def verifier():
     v.close()
 
 
+_RUN_BUILD_CACHE = []
+
+
+def pytest_configure(config):
+    """The run's llvm builds go to an on-disk cache of its own (lowering.build_cache), empty at the
+    start, as on a fresh machine: the tests neither fill the user's cache nor run faster on a second
+    run than CI does. Set before the worker processes start, so they share it; a
+    ``LEIR_BUILD_CACHE`` the caller set is kept."""
+    import os
+    import tempfile
+    if hasattr(config, "workerinput") or os.environ.get("LEIR_BUILD_CACHE"):
+        return
+    folder = tempfile.mkdtemp(prefix="leir-test-builds-")
+    os.environ["LEIR_BUILD_CACHE"] = folder
+    _RUN_BUILD_CACHE.append(folder)
+
+
+def pytest_unconfigure(config):
+    import os
+    import shutil
+    for folder in _RUN_BUILD_CACHE:
+        shutil.rmtree(folder, ignore_errors=True)
+        if os.environ.get("LEIR_BUILD_CACHE") == folder:
+            del os.environ["LEIR_BUILD_CACHE"]
+    _RUN_BUILD_CACHE.clear()
+
+
 _CUDA_DEVICE = []
 
 

@@ -107,6 +107,7 @@ def test_names_do_not_count_but_builtins_do():
     assert noop_on_target("llvm", a, a) is None
 
 
+@pytest.mark.long
 def test_a_step_that_changes_nothing_on_cuda_is_dropped_unless_kept(sources, tmp_path):
     args = [str(sources / "matmul.leir"), "--target", "cuda", "--strategies", "loop_parallelization,loop_reorder",
             "--seed", "1", "--test-fraction", "0", "--no-plots"]

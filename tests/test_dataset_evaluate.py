@@ -188,6 +188,7 @@ def _cli(*args, **kw):
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
+@pytest.mark.long
 def test_kill_9_then_resume_gives_the_uninterrupted_results(steps, tmp_path):
     names = [f"m{i}" for i in range(8)]
     ds = make_dataset(tmp_path / "ds", steps, ["good", "wrong"], names)

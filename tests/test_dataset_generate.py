@@ -430,6 +430,7 @@ def test_time_labels_rows_with_interleaved_timings_that_check_rederives(sources,
     assert any(w == "rows.jsonl" and "timings of 2 machines or targets" in m for w, m in problems)
 
 
+@pytest.mark.long
 def test_one_statement_changes_are_timed_by_their_kernels_with_statement_builds(tmp_path):
     """With ``--statement-builds`` programs are verified as their slot kernels and a one-statement
     change is timed by its kernel (records of method ``statements``, re-derived by the checker); the
@@ -504,6 +505,7 @@ def get_init_inputs():
 '''
 
 
+@pytest.mark.long
 def test_workloads_kernelbench_files_and_cuda_source(tmp_path):
     src = tmp_path / "kb"
     src.mkdir()

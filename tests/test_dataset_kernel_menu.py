@@ -202,6 +202,7 @@ def _lines(path):
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
+@pytest.mark.long
 def test_a_kernel_job_resumes_without_duplicates_and_checks(tmp_path, monkeypatch):
     import engine.plumbing.jobs as jobs
     from dataset.check.checker import Report, check

@@ -172,6 +172,7 @@ BIG = ("B^{64}_{tx=0}L^{512}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{
        "B^{64}_{tx=0}L^{512}_{a=0}[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/E^{f32,g}_{tx};];")
 
 
+@pytest.mark.long
 def test_a_timed_menu_job_writes_menu_rows_in_split_folders_that_check(tmp_path):
     from engine import parse_program
 
