@@ -65,7 +65,7 @@ def test_bad_inputs_name_the_file(tmp_path, capsys):
     assert rc == 2 and "train/menu.jsonl:2:1: error: the assistant message is not" in err
     (bad / "train" / "menu.jsonl").write_text("{not json\n")
     rc, err = train(capsys, bad, "-o", tmp_path / "out", "--base", base)
-    assert rc == 2 and "menu.jsonl:1:2: error: not JSON" in err
+    assert rc == 2 and "menu.jsonl:1:2: error: not a JSON line" in err
     ds = dataset(tmp_path / "ds", [menu_row()])
     rc, err = train(capsys, ds, "-o", tmp_path / "out", "--base", tmp_path / "no-model")
     assert rc == 2 and "no-model: error: no such model folder or file (--base)" in err

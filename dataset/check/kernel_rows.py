@@ -56,38 +56,16 @@ def check_kernel_rows(data: dict, options: dict, rules, report, engine=None) -> 
 def _check_row(where: str, row: dict, options: dict, engine, report) -> None:
     from engine.leir.canonical import renaming_key
     from engine.leir.diagnostics import LeirError
-    from engine.leir.files import program_from_json
-    from engine.leir.slots import split
-    from lowering.measure import record_problems
     from search.candidate_eval import path_tolerance
 
-    from ..text.kernel_menu import (
-        _step,
-        answer_index,
-        conversation,
-        kernel_answer,
-        move_reason,
-        row_id,
-        slot_question,
-        timed_moves,
-    )
+    from ..text.kernel_menu import _step, answer_index, conversation, kernel_answer, move_reason
+    from .kernel_question import asked_again, timing_claims
     before = len(report.problems)
-    program = program_from_json(row["program"])
-    slots = split(program)
-    i = row["slot"]
-    if not 0 <= i < len(slots) or row["slots"] != len(slots):
-        return report.add(where, f"slot {i} of {row['slots']}: the program splits into {len(slots)} kernels")
-    kernel = slots[i].kernel
-    if row["kernel"] != kernel.to_json() or row["key"] != slots[i].key:
-        report.add(where, "the kernel is not the program's slot kernel")
-    if row["id"] != row_id(program.name, i, len(slots), kernel.to_json()):
-        report.add(where, "the id is not the question's (program name, slot, kernel)")
-    cands, q = slot_question(engine, options, program, i, slots)
-    km = options.get("kernel_menu") if isinstance(options.get("kernel_menu"), dict) else {}
-    timed = timed_moves(q, km.get("moves"))
     entries = row["moves"]
-    if [e["key"] for e in entries] != [q.moves[j].key for j in timed]:
-        return report.add(where, "the timed moves are not the question's first moves in its order")
+    got = asked_again(where, row, entries, "key", options, engine, report)
+    if got is None:
+        return
+    kernel, cands, q, timed = got
     for e, j in zip(entries, timed):
         c, numbers = cands[j], [n for _page, n in q.path_to(j)]
         if (e["number"], e["path"]) != (numbers[-1], numbers):
@@ -99,12 +77,7 @@ def _check_row(where: str, row: dict, options: dict, engine, report) -> None:
             report.add(where, f"move {e['key'][:12]}: verified at another tolerance than its steps demand")
         t = e["timing"]
         if t is not None:
-            if not e["verified"]:
-                report.add(where, f"move {e['key'][:12]}: timed but not verified")
-            for p in record_problems(t):
-                report.add(where, f"move {e['key'][:12]}: {p}")
-            if (e["speedup"], e["ci"], e["verdict"]) != (t["speedup"], t["ci"], t["verdict"]):
-                report.add(where, f"move {e['key'][:12]}: speedup, interval or verdict are not its timing's")
+            timing_claims(where, f"move {e['key'][:12]}", e, report)
         elif (e["speedup"], e["ci"], e["verdict"], e["reason"]) != (None, None, None, None):
             report.add(where, f"move {e['key'][:12]}: a measured claim without a timing")
         if e["reason"] != (move_reason(engine, kernel, c, t) if t is not None else None):

@@ -49,7 +49,7 @@ def check_timed_menus(data: dict, options: dict, rules, report, engine=None) -> 
 
 
 def _check_timings(where: str, rec: dict, options: dict, report) -> None:
-    from lowering.measure import record_problems
+    from .kernel_question import timing_claims
     floor = (options.get("time") or {}).get("noise_floor")
     for e in rec["entries"]:
         t, name = e["timing"], f"entry {e['key'][:12]}"
@@ -57,42 +57,25 @@ def _check_timings(where: str, rec: dict, options: dict, report) -> None:
             if (e["speedup"], e["ci"], e["verdict"]) != (None, None, None):
                 report.add(where, f"{name}: a measured claim without a timing")
             continue
-        if not e["verified"]:
-            report.add(where, f"{name}: timed but not verified")
-        for p in record_problems(t):
-            report.add(where, f"{name}: {p}")
+        timing_claims(where, name, e, report)
         if t["noise_floor"] != floor:
             report.add(where, f"{name}: timing noise_floor is {t['noise_floor']}, the job's --noise-floor is {floor}")
-        if (e["speedup"], e["ci"], e["verdict"]) != (t["speedup"], t["ci"], t["verdict"]):
-            report.add(where, f"{name}: speedup, interval or verdict are not its timing's")
 
 
 def _check_kernel(where: str, rec: dict, options: dict, engine, report) -> None:
-    from engine.leir.files import program_from_json
-    from engine.leir.slots import split
     from search.kernel_question import MOVES_INTRO
 
-    from ..text.kernel_menu import _step, row_id, slot_question, timed_moves
+    from ..text.kernel_menu import _step
     from ..text.timed_menus import header_of
-    program = program_from_json(rec["program"])
-    slots = split(program)
-    i = rec["slot"]
-    if not 0 <= i < len(slots) or rec["slots"] != len(slots):
-        return report.add(where, f"slot {i} of {rec['slots']}: the program splits into {len(slots)} kernels")
-    kernel = slots[i].kernel
-    if rec["kernel"] != kernel.to_json() or rec["kernel_key"] != slots[i].key:
-        report.add(where, "the kernel is not the program's slot kernel")
-    if rec["id"] != row_id(program.name, i, len(slots), kernel.to_json()):
-        report.add(where, "the id is not the question's (program name, slot, kernel)")
-    cands, q = slot_question(engine, options, program, i, slots)
-    km = options.get("kernel_menu") if isinstance(options.get("kernel_menu"), dict) else {}
-    timed = timed_moves(q, km.get("moves"))
+    from .kernel_question import asked_again
+    got = asked_again(where, rec, rec["entries"], "kernel_key", options, engine, report)
+    if got is None:
+        return
+    _kernel, cands, q, timed = got
     if rec["messages"] != [dict(m) for m in q.first().messages]:
         report.add(where, "the request is not the kernel search's first page at this kernel")
     if rec["header"] != header_of(rec["messages"][1]["content"], MOVES_INTRO):
         report.add(where, "the header is not the request's text before its moves")
-    if [e["key"] for e in rec["entries"]] != [q.moves[j].key for j in timed]:
-        return report.add(where, "the timed moves are not the question's first moves in its order")
     for e, j in zip(rec["entries"], timed):
         path = q.path_to(j)
         c = cands[j]

@@ -9,7 +9,6 @@ question, answered or not) when a folder has it, else from its training menu row
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,14 +31,11 @@ class StrategyPrior:
 
 
 def _timed_menu_entries(path: Path) -> list[tuple[str, float]]:
+    from engine.leir.files import json_lines
     out = []
-    for no, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise LeirError(f"not JSON: {e.msg}", no, e.colno, str(path)) from None
+    for no, rec in json_lines(path):
+        if not isinstance(rec, dict):
+            raise LeirError("expected a JSON object", no, 1, str(path))
         if rec.get("split") != "train" or rec.get("form") != "menu":
             continue
         out += [(e["label"], e["speedup"]) for e in rec.get("entries") or []

@@ -20,7 +20,6 @@ Pure and light: no model, no tokenizer; every problem is a ``LeirError`` naming 
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -60,13 +59,8 @@ def parse_kinds(text: str) -> tuple[str, ...]:
 
 
 def _lines(path: Path):
-    for no, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise LeirError(f"not JSON: {e.msg}", no, e.colno, str(path)) from None
+    from engine.leir.files import json_lines
+    for no, rec in json_lines(path):
         if not isinstance(rec, dict):
             raise LeirError("expected a JSON object", no, 1, str(path))
         yield no, rec
@@ -100,11 +94,16 @@ def menu_examples(folders: list[str], split: str, completion: str) -> list[dict]
 def sft_examples(folders: list[str], split: str, completion: str, kinds=DEFAULT_KINDS) -> list[dict]:
     """SFT records ``{"id", "prompt", "completion"}`` of the ``kinds`` (``KINDS``) of ``split`` in
     every folder: kind by kind, folders in the order given, each file in its order."""
+    return _each_file(folders, [KINDS[k][0] for k in kinds], split, lambda path: _sft_file(path, completion))
+
+
+def _each_file(folders: list[str], names: list[str], split: str, read) -> list[dict]:
+    """``read`` of each file ``names`` of ``split`` in every folder: name by name, folders in order."""
     out = []
-    for kind in kinds:
+    for name in names:
         for folder in map(check_folder, folders):
-            for path in split_files(folder, KINDS[kind][0], split):
-                out += _sft_file(path, completion)
+            for path in split_files(folder, name, split):
+                out += read(path)
     return out
 
 
@@ -124,12 +123,8 @@ def _sft_file(path: Path, completion: str) -> list[dict]:
 def pair_examples(folders: list[str], split: str, completion: str, kinds=DEFAULT_KINDS) -> list[dict]:
     """DPO records ``{"id", "prompt", "chosen", "rejected"}`` of the preference pairs of the
     ``kinds`` (the menu-form pairs by default): kind by kind, folders in the order given."""
-    out = []
-    for name in (KINDS[k][1] for k in kinds if KINDS[k][1]):
-        for folder in map(check_folder, folders):
-            for path in split_files(folder, name, split):
-                out += _pair_file(path, completion)
-    return out
+    return _each_file(folders, [KINDS[k][1] for k in kinds if KINDS[k][1]], split,
+                      lambda path: _pair_file(path, completion))
 
 
 def _pair_file(path: Path, completion: str) -> list[dict]:
