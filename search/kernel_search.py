@@ -58,6 +58,11 @@ COMPOSITE_RANK = -10_000  # composite moves come before one-step variants among 
 COMPOSITE_FIRST = 3       # a slot's composite moves measured before its one-step variants (largest slot first)
 COMPOSITE_SHARE = 0.1     # ... in a slot taking at least this share of its structure's kernel time
 REPEAT_DISCOUNT = 0.5     # a move's expected saving, per move of its kind from its parent that did not beat it
+STALE_DISCOUNT = 0.8      # ... and per move of any kind measured since its line last improved that did not beat
+                          # its parent (forty ties under one register block tell the slot's other moves come next)
+IMPROVEMENT = 0.05        # a move improves on its parent when it is this much faster: below, a tie in the timing's noise
+STALE_TURN = 4            # once this many moves below a slot's best line did not beat their parents, a kind of
+                          # composite not yet measured there has its turn again, before one-step variants
 SLOT_BONUS = 0.1          # expected saving: optimism in proportion to the slot's time (a model's doubt about a
                           # variant of the 99% slot outweighs its promise for a slot of 0.2%)
 NOT_IN_CONTEXT = "not in context"   # a variant whose steps the whole program's guards refuse (never measured)
@@ -81,6 +86,7 @@ class Variant:
     moves: int = 0                     # moves from the slot's kernel (a composite move is one, of several steps)
     composite: str = ""                # the composite move's name (search/composites.toml) that made it
     description: str = ""              # the composite's one-line description
+    move_kind: tuple = ()              # its last move's steps' rules and named operands (``move_kind``)
     order: int = -1                    # when it was measured (the kernel search's count)
 
     @property
@@ -90,6 +96,13 @@ class Variant:
     @property
     def strategies(self) -> list[str]:
         return [s.get("strategy", "") for s in self.steps]
+
+    @property
+    def kind(self) -> tuple:
+        """A composite move's kind: its name, the rules it took and what they act on (packing the
+        weight before a register block is another experiment than packing the input; tile sizes
+        are not)."""
+        return (self.composite, self.move_kind)
 
     @property
     def label(self) -> str:
@@ -116,7 +129,8 @@ class Limits:
     seconds_spent: float = 0.0
 
 
-def priority(v: Variant, slot_ms: float, estimate: float, done: list, large: bool = True, repeats: int = 0) -> tuple:
+def priority(v: Variant, slot_ms: float, estimate: float, done: list, large: bool = True, repeats: int = 0,
+             stale: int = 0, slot_stale: int = 0) -> tuple:
     """How soon an unmeasured variant of a slot is measured (the largest first). A composite of a
     slot that has had fewer than COMPOSITE_FIRST of them measured (``done``) and that takes at least
     COMPOSITE_SHARE of its structure's kernel time (``large``: a slot of 0.2% of the time is not
@@ -126,12 +140,27 @@ def priority(v: Variant, slot_ms: float, estimate: float, done: list, large: boo
     (three instances of one tiling tell less than a tile, a register block and a packed register
     block); otherwise the largest expected saving, plus ``SLOT_BONUS`` of the slot's time, discounted
     by ``REPEAT_DISCOUNT`` for each move of the same kind (``repeats``) measured from the same
-    variant without beating it (a fifth tiling factor after four ties tells little)."""
-    if v.rank < 0 and len(done) < COMPOSITE_FIRST and large:
-        fresh = v.composite not in {d.composite for d in done}
+    variant without beating it (a fifth tiling factor after four ties tells little) and by
+    ``STALE_DISCOUNT`` for each move of any kind measured below the variant's line's last
+    improvement without beating its parent (``stale``: a flat neighbourhood, explored kind after
+    kind, gives way to the slot's untried moves elsewhere). When ``slot_stale`` (such moves below
+    the slot's best line) reaches ``STALE_TURN``, a kind of composite not yet measured in the slot
+    comes first again: the model that priced it low is the one whose promise just failed
+    (forty ties under a register block, the packed register block never tried)."""
+    fresh = v.rank < 0 and v.kind not in {d.kind for d in done}
+    if v.rank < 0 and large and (len(done) < COMPOSITE_FIRST or (fresh and slot_stale >= STALE_TURN)):
         return (True, slot_ms, fresh, -estimate, -v.rank, v.key)
     saving = slot_ms * (1 + SLOT_BONUS) - estimate
-    return (False, saving * REPEAT_DISCOUNT ** repeats if saving > 0 else saving, False, 0.0, -v.rank, v.key)
+    discount = REPEAT_DISCOUNT ** repeats * STALE_DISCOUNT ** stale
+    return (False, saving * discount if saving > 0 else saving, False, 0.0, -v.rank, v.key)
+
+
+def move_kind(records) -> tuple:
+    """Per step of a move: its rule and its named operands (tensors, loops: the parameters that are
+    names; sizes, factors, exactness and new names left out)."""
+    return tuple((r.get("rule", ""), tuple(sorted((k, v) for k, v in (r.get("params") or {}).items()
+                                                   if isinstance(v, str) and k not in ("exactness", "read"))))
+                 for r in records)
 
 
 def _record_of(step) -> dict:
@@ -369,9 +398,11 @@ class KernelSearch:
             if c.key in self.variants or not self.graph.add_variant(v.base, c.key):
                 continue
             keys = tuple(renaming_key(s.program) for s in c.steps[:-1]) + (c.key,)
-            self.variants[c.key] = Variant(c.key, v.base, c.program, v.steps + tuple(_record_of(s) for s in c.steps),
-                                           v.keys + keys, v.key, ranks[id(c)], moves=v.moves + 1,
-                                           composite=c.composite, description=c.description)
+            records = tuple(_record_of(s) for s in c.steps)
+            self.variants[c.key] = Variant(c.key, v.base, c.program, v.steps + records, v.keys + keys, v.key,
+                                           ranks[id(c)], moves=v.moves + 1, composite=c.composite,
+                                           description=c.description,
+                                           move_kind=move_kind(records))
             self.composite_variants += bool(c.composite)
         lim.seconds_spent += time.perf_counter() - t0
 
@@ -435,18 +466,33 @@ class KernelSearch:
             done = [self.variants[k] for k in members if self.variants[k].rank < 0
                     and self.variants[k].status is not None]
             flat: dict = {}                 # (parent, kind) -> moves measured from it that did not beat it
+            stale: dict = {}                # line's last improvement -> moves measured below it that did not
             for k in members:
                 v = self.variants[k]
-                if v.status is not None and v.parent is not None:
-                    p = self.variants[v.parent]
-                    if not (v.ms and p.ms and v.ms < p.ms / (1 + self.options.noise_floor)):
-                        flat[(v.parent, v.label)] = flat.get((v.parent, v.label), 0) + 1
+                if v.status is not None and v.parent is not None and not self._improved(v):
+                    flat[(v.parent, v.label)] = flat.get((v.parent, v.label), 0) + 1
+                    a = self._improvement(v.parent)
+                    stale[a] = stale.get(a, 0) + 1
             for k in members:
                 if k in est:
                     v = self.variants[k]
-                    out[k] = priority(v, best.ms, est[k], done, large,
-                                      flat.get((v.parent, v.label), 0))
+                    out[k] = priority(v, best.ms, est[k], done, large, flat.get((v.parent, v.label), 0),
+                                      stale.get(self._improvement(v.parent), 0) if v.parent is not None else 0,
+                                      stale.get(self._improvement(best.key), 0))
         return out
+
+    def _improved(self, v: Variant) -> bool:
+        """Whether a measured variant beat its parent by ``IMPROVEMENT`` (at least the noise floor)."""
+        p = self.variants[v.parent]
+        return bool(v.ms and p.ms and v.ms < p.ms / (1 + max(IMPROVEMENT, self.options.noise_floor)))
+
+    def _improvement(self, key: str) -> str:
+        """The variant's line's last improvement: itself or its nearest ancestor that beat its parent,
+        else the slot's kernel."""
+        v = self.variants[key]
+        while v.parent is not None and not (v.status is not None and self._improved(v)):
+            v = self.variants[v.parent]
+        return v.key
 
     def _explore(self) -> None:
         """Until one sample is left (the composed program's): every ``compose_every`` samples the

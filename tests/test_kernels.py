@@ -451,6 +451,27 @@ def test_a_slots_first_composites_are_of_different_kinds():
     assert order([tile[0]]) == "b"                  # a tiling measured: the register block before another tiling
     assert order([tile[0], block]) == "t1"
     assert order(tile[:1] * COMPOSITE_FIRST) == "s"  # composites had their turn: the largest expected saving
+    from search.kernel_search import STALE_TURN
+    again = lambda done, stale: max((tile[1], block, step),  # noqa: E731
+                                    key=lambda v: priority(v, 1.0, est[v.key], done, slot_stale=stale)).key
+    assert again(tile[:1] * COMPOSITE_FIRST, STALE_TURN - 1) == "s"
+    assert again(tile[:1] * COMPOSITE_FIRST, STALE_TURN) == "b"    # the slot's best line went flat: a kind untried
+    assert again([*tile[:1] * COMPOSITE_FIRST, block], STALE_TURN) == "s"   # ... once per kind
+
+
+def test_a_flat_line_gives_way_to_the_slots_other_moves():
+    """Moves of every kind measured below a register block without beating their parents make the
+    next move there wait behind a move elsewhere in the slot that the model expects less of; with
+    no such ties the larger expected saving goes first."""
+    from search.kernel_search import STALE_DISCOUNT, Variant, priority
+    deep = Variant("d", "k", None, parent="rb", rank=0)        # a child of the register-blocked variant
+    other = Variant("o", "k", None, parent="k", rank=0)       # a move from the slot's kernel
+    est = {"d": 0.95, "o": 0.98}                               # savings 0.15 and 0.12 of a 1 ms slot
+    first = lambda ties: max((deep, other), key=lambda v: priority(  # noqa: E731
+        v, 1.0, est[v.key], [], stale=ties if v is deep else 0)).key
+    assert first(0) == "d"
+    assert first(2) == "o"
+    assert 0.15 * STALE_DISCOUNT ** 2 < 0.12
 
 
 ARGMAX_OF_SUMS = """program argmax_of_sums
