@@ -467,18 +467,25 @@ class KernelSearch:
                     and self.variants[k].status is not None]
             flat: dict = {}                 # (parent, kind) -> moves measured from it that did not beat it
             stale: dict = {}                # line's last improvement -> moves measured below it that did not
+            lines: dict = {}                # variant -> its line's last improvement (walked once per order)
+
+            def line(key: str) -> str:
+                if key not in lines:
+                    lines[key] = self._improvement(key)
+                return lines[key]
+
             for k in members:
                 v = self.variants[k]
                 if v.status is not None and v.parent is not None and not self._improved(v):
                     flat[(v.parent, v.label)] = flat.get((v.parent, v.label), 0) + 1
-                    a = self._improvement(v.parent)
+                    a = line(v.parent)
                     stale[a] = stale.get(a, 0) + 1
             for k in members:
                 if k in est:
                     v = self.variants[k]
                     out[k] = priority(v, best.ms, est[k], done, large, flat.get((v.parent, v.label), 0),
-                                      stale.get(self._improvement(v.parent), 0) if v.parent is not None else 0,
-                                      stale.get(self._improvement(best.key), 0))
+                                      stale.get(line(v.parent), 0) if v.parent is not None else 0,
+                                      stale.get(line(best.key), 0))
         return out
 
     def _improved(self, v: Variant) -> bool:
