@@ -469,7 +469,7 @@ class KernelSearch:
             stale: dict = {}                # line's last improvement -> moves measured below it that did not
             lines: dict = {}                # variant -> its line's last improvement (walked once per order)
 
-            def line(key: str) -> str:
+            def line(key: str, lines: dict = lines) -> str:
                 if key not in lines:
                     lines[key] = self._improvement(key)
                 return lines[key]
