@@ -19,7 +19,8 @@ the largest expected saving); the run's policy decides which of that state's mov
 (``Policy.kernel_move`` answering a ``search.kernel_question.KernelAsk``). No decision depends on
 the budget (structures are explored one per ``STRUCTURE_SAMPLES`` samples, compositions are the
 samples numbered a multiple of ``--compose-every``): a run with a larger budget makes the smaller
-run's choices first and composes what the smaller run returns.
+run's choices first, composes what the smaller run returns and confirms it at the end beside its own
+best (``search.run.to_confirm``), so it never returns a worse result on the same timings.
 
 Estimates of unmeasured variants: the kernel cost model's prediction (``CostModel`` rows of
 this run's kernel measurements, relative to the slot's kernel; the shipped prior when the
@@ -57,7 +58,8 @@ STRUCTURE_SAMPLES = 16  # and at most one structure per this many samples of the
 COMPOSITE_RANK = -10_000  # composite moves come before one-step variants among siblings of equal estimate
 COMPOSITE_FIRST = 3       # a slot's composite moves measured before its one-step variants (largest slot first)
 COMPOSITE_SHARE = 0.1     # ... in a slot taking at least this share of its structure's kernel time
-REPEAT_DISCOUNT = 0.5     # a move's expected saving, per move of its kind from its parent that did not beat it
+REPEAT_DISCOUNT = 0.5     # a move's expected saving, per move of its kind from its parent that beat neither it nor an
+                          # earlier move of that kind from it
 STALE_DISCOUNT = 0.8      # ... and per move of any kind measured since its line last improved that did not beat
                           # its parent (forty ties under one register block tell the slot's other moves come next)
 IMPROVEMENT = 0.05        # a move improves on its parent when it is this much faster: below, a tie in the timing's noise
@@ -143,7 +145,8 @@ def priority(v: Variant, slot_ms: float, estimate: float, done: list, large: boo
     variant without beating it (a fifth tiling factor after four ties tells little) and by
     ``STALE_DISCOUNT`` for each move of any kind measured below the variant's line's last
     improvement without beating its parent (``stale``: a flat neighbourhood, explored kind after
-    kind, gives way to the slot's untried moves elsewhere). When ``slot_stale`` (such moves below
+    kind, gives way to the slot's untried moves elsewhere); a saving expected to be negative grows by
+    the same factors (the twelfth move of a kind 6x slower comes after the first of another). When ``slot_stale`` (such moves below
     the slot's best line) reaches ``STALE_TURN``, a kind of composite not yet measured in the slot
     comes first again: the model that priced it low is the one whose promise just failed
     (forty ties under a register block, the packed register block never tried)."""
@@ -152,7 +155,7 @@ def priority(v: Variant, slot_ms: float, estimate: float, done: list, large: boo
         return (True, slot_ms, fresh, -estimate, -v.rank, v.key)
     saving = slot_ms * (1 + SLOT_BONUS) - estimate
     discount = REPEAT_DISCOUNT ** repeats * STALE_DISCOUNT ** stale
-    return (False, saving * discount if saving > 0 else saving, False, 0.0, -v.rank, v.key)
+    return (False, saving * discount if saving > 0 else saving / discount, False, 0.0, -v.rank, v.key)
 
 
 def move_kind(records) -> tuple:
@@ -195,7 +198,7 @@ class KernelSearch:
         self.engine = run.engine
         self.options = run.options
         self.rng = random.Random(run.options.seed)
-        self.limits = Limits(p.get("max_depth", 3), p.get("kernel_nodes", 2000), p.get("kernel_seconds", 300.0))
+        self.limits = Limits(p.get("max_depth", 6), p.get("kernel_nodes", 2000), p.get("kernel_seconds", 300.0))
         self.graph = ChoiceGraph()
         self.variants: dict[str, Variant] = {}
         self.structures: list[Structure] = []
@@ -212,6 +215,7 @@ class KernelSearch:
         self._explored = 0
         self._phase_start = 0
         self._measured = 0                 # kernel variants measured so far (their order)
+        self._children: dict = {}          # variant -> the keys of its moves, in the e-graph
 
     # ------------------------------------------------------------------ helpers
 
@@ -403,6 +407,7 @@ class KernelSearch:
                                            ranks[id(c)], moves=v.moves + 1, composite=c.composite,
                                            description=c.description,
                                            move_kind=move_kind(records))
+            self._children.setdefault(v.key, []).append(c.key)
             self.composite_variants += bool(c.composite)
         lim.seconds_spent += time.perf_counter() - t0
 
@@ -489,9 +494,15 @@ class KernelSearch:
         return out
 
     def _improved(self, v: Variant) -> bool:
-        """Whether a measured variant beat its parent by ``IMPROVEMENT`` (at least the noise floor)."""
+        """Whether a measured variant beat its parent, and every sibling of its kind measured before
+        it, by ``IMPROVEMENT`` (at least the noise floor): five storage layouts of one tensor that each
+        beat the parent by the first one's 8% are one improvement and four ties, not five lines."""
         p = self.variants[v.parent]
-        return bool(v.ms and p.ms and v.ms < p.ms / (1 + max(IMPROVEMENT, self.options.noise_floor)))
+        if not (v.ms and p.ms):
+            return False
+        ref = min([p.ms] + [s.ms for s in (self.variants[k] for k in self._children.get(v.parent, ()))
+                            if s.label == v.label and s.ms and 0 <= s.order < v.order])
+        return v.ms < ref / (1 + max(IMPROVEMENT, self.options.noise_floor))
 
     def _improvement(self, key: str) -> str:
         """The variant's line's last improvement: itself or its nearest ancestor that beat its parent,

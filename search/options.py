@@ -64,7 +64,8 @@ class SearchOptions:
                                     type=int)
     per_node: Optional[int] = opt(None, "search", "override the proposals per expansion", type=int)
     beam_width: Optional[int] = opt(None, "search", "override beam's k (2)", type=int)
-    max_depth: Optional[int] = opt(None, "search", "override BFS/DFS depth (20)", type=int)
+    max_depth: Optional[int] = opt(None, "search", "override BFS/DFS depth (20); kernels: moves per kernel variant (6)",
+                                   type=int)
     rollout_depth: Optional[int] = opt(None, "search", "override MCTS rollout length (3)", type=int)
     kernel_nodes: Optional[int] = opt(None, "search", "kernels: variants held in the e-graph at most (2000)", type=int)
     kernel_seconds: Optional[float] = opt(None, "search", "kernels: seconds of kernel enumeration at most (300)",

@@ -225,3 +225,12 @@ def test_random_in_the_papers_algorithms_draws_from_what_the_model_is_shown(engi
     rec = run_search(program, options(algorithm="greedy", policy="random-all", budget=4, prompt_tokens=900),
                      engine=engine, verifier=v, progress=lambda m: None).record
     assert all(s["drawn_from"] == s["menu"] for s in rec["samples"] if s["kind"] == "menu")
+
+
+def test_a_larger_budget_confirms_the_smaller_ones_result(engine):
+    """The run at 32 confirms, beside its own best, the node the 16-sample run confirmed."""
+    small, large = run(engine, budget=16, confirm=1), run(engine, budget=32, confirm=1)
+    keys = {n["id"]: n["key"] for n in large["nodes"]}
+    confirmed = {keys[c["node"]] for c in large["best"]["confirmations"]}
+    assert small["best"]["key"] in confirmed or small["best"]["steps"] == []
+    assert large["best"]["speedup"] >= small["best"]["speedup"] - 1e-9

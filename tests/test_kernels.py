@@ -374,7 +374,7 @@ def test_kernel_limits_are_checked(field, value, message):
 
 def test_kernel_limits_reach_the_algorithm_parameters():
     from search.algorithms import params
-    assert params(options()) == {"max_depth": 3, "kernel_nodes": 300, "kernel_seconds": 300.0}
+    assert params(options()) == {"max_depth": 6, "kernel_nodes": 300, "kernel_seconds": 300.0}
     assert params(options(max_depth=1, kernel_seconds=5.0))["max_depth"] == 1
 
 
@@ -510,3 +510,50 @@ def test_a_variant_its_program_refuses_is_never_measured(tmp_path):
                     and any(st.get("exactness") == "reassociating" for st in s.get("kernel_steps") or [])]
     assert reassociated == [], reassociated
     assert all(c["mapping"]["dropped"] == 0 for c in k["compositions"]), k["compositions"]
+
+
+def test_siblings_of_one_kind_are_one_improvement():
+    """Five storage layouts that each beat their parent by the first one's margin are one improvement
+    and four ties (their kind's repeats), not five lines; a sibling of another kind, or one clearly
+    faster than its kind's best so far, improves."""
+    from types import SimpleNamespace
+
+    from search.kernel_search import KernelSearch, Variant
+    ks = KernelSearch.__new__(KernelSearch)
+    ks.options = SimpleNamespace(noise_floor=0.02)
+    parent = Variant("p", "k", None, ms=1.0, status="accepted", order=0)
+    kids = [Variant("a", "k", None, parent="p", composite="layout", ms=0.90, status="accepted", order=1),
+            Variant("b", "k", None, parent="p", composite="layout", ms=0.89, status="accepted", order=2),
+            Variant("c", "k", None, parent="p", composite="layout", ms=0.80, status="accepted", order=3),
+            Variant("d", "k", None, parent="p", composite="vectorise", ms=0.90, status="accepted", order=4)]
+    ks.variants = {v.key: v for v in [parent, *kids]}
+    ks._children = {"p": [v.key for v in kids]}
+    assert [ks._improved(v) for v in kids] == [True, False, True, True]
+
+
+def test_a_kind_that_keeps_losing_gives_way_even_below_zero():
+    """Where every move is expected to lose (a negative saving), repeated losses of a kind from one
+    parent push it further down: the twelfth of a kind 6x slower comes after the first of another."""
+    from search.kernel_search import Variant, priority
+    again = Variant("t", "k", None, parent="k", rank=0)
+    other = Variant("o", "k", None, parent="k", rank=1)
+    est = {"t": 1.5, "o": 1.6}
+    first = lambda repeats: max((again, other), key=lambda v: priority(  # noqa: E731
+        v, 1.0, est[v.key], [], repeats=repeats if v is again else 0)).key
+    assert first(0) == "t"
+    assert first(3) == "o"
+
+
+def test_a_larger_budget_confirms_what_each_smaller_one_would():
+    """The confirmation of a run at budget B holds the nodes a run stopped at each multiple of
+    ``--compose-every`` would have confirmed (its best estimates among the nodes made before)."""
+    from types import SimpleNamespace
+
+    from search.run import to_confirm
+    nodes = [SimpleNamespace(id=i, speedup=s, sample=at) for i, (s, at) in
+             enumerate([(6.1, 15), (2.0, 10), (6.3, 31), (6.4, 40), (6.2, 47), (5.0, 60)], 1)]
+    ranked = sorted(nodes, key=lambda n: (-n.speedup, n.id))
+    assert [n.id for n in to_confirm(ranked, 1, 16, 64)] == [4, 1, 3]
+    assert [n.id for n in to_confirm(ranked, 2, 16, 64)] == [4, 3, 1, 2]
+    assert [n.id for n in to_confirm(ranked, 1, 16, 16)] == [4]       # no smaller budget
+    assert to_confirm(ranked, 0, 16, 64) == []
