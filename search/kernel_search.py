@@ -146,8 +146,8 @@ def priority(v: Variant, slot_ms: float, estimate: float, done: list, large: boo
     ``STALE_DISCOUNT`` for each move of any kind measured below the variant's line's last
     improvement without beating its parent (``stale``: a flat neighbourhood, explored kind after
     kind, gives way to the slot's untried moves elsewhere); a saving expected to be negative grows by
-    the same factors (the twelfth move of a kind 6x slower comes after the first of another). When ``slot_stale`` (such moves below
-    the slot's best line) reaches ``STALE_TURN``, a kind of composite not yet measured in the slot
+    the same factors (the twelfth move of a kind 6x slower comes after the first of another). When
+    ``slot_stale`` (such moves below the slot's best line) reaches ``STALE_TURN``, a kind of composite not yet measured in the slot
     comes first again: the model that priced it low is the one whose promise just failed
     (forty ties under a register block, the packed register block never tried)."""
     fresh = v.rank < 0 and v.kind not in {d.kind for d in done}

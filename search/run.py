@@ -415,7 +415,7 @@ def to_confirm(ranked: list, k: int, every: int, samples: int) -> list:
     before each multiple of ``every`` samples: what a run with that budget would confirm. A search
     whose choices do not depend on the budget (the kernel search) makes the smaller run's choices
     first, so the larger run confirms the smaller one's result too and never returns a worse one
-    (up to the confirmation's own noise; the same timings: ``--database``)."""
+    (on the same timings, up to the confirmation's own noise)."""
     if k <= 0:
         return []
     out = ranked[:k]
