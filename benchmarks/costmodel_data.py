@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     ap.add_argument("--points", type=int, default=16384, help="shrink programs to about this many points")
     ap.add_argument("--programs", type=int, default=0, help="at most this many programs (0: all training ones)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--build", choices=("exact", "fast"), default="fast",
+                    help="the build the searches time (lowering.builds; default fast, as python -m search)")
     ap.add_argument("--strategies", default=DEFAULT_STRATEGIES,
                     help="the strategy set searched (default: the search's, so the prior knows every move it ranks)")
     ap.add_argument("--held-out", action="store_true",
@@ -61,7 +63,7 @@ def main(argv=None) -> int:
     load0 = os.getloadavg()
     t0 = time.perf_counter()
     done = 0
-    with Verifier("llvm", trials=3, timeout=300) as verifier:
+    with Verifier("llvm", trials=3, timeout=300, timed_build=a.build) as verifier:
         for r in train:
             path = a.out / "trajectories" / f"{r['name']}.json"
             if path.exists() and json.loads(path.read_text()).get("complete"):
@@ -71,7 +73,7 @@ def main(argv=None) -> int:
             small, _ = shrink_with_granularity(prog, a.points, WIDE_GRANULARITIES)
             small = small or smallest_instance(prog)[0] or prog
             opts = SearchOptions(algorithm="greedy", policy="random", budget=a.budget, seed=a.seed,
-                                 composites="on", confirm=0, strategies=a.strategies)
+                                 composites="on", confirm=0, strategies=a.strategies, build=a.build)
             try:
                 traj = run_search(small, opts, engine=engine, verifier=verifier, out=str(path), database=db,
                                   progress=lambda m: None)

@@ -90,13 +90,14 @@ def log(msg: str) -> None:
 
 
 def run_one(program, algorithm, policy, budget, out: Path, engine, verifier, cost_db=None, seed=0):
+    """One search, resumed from ``out`` when complete; timed in the verifier's timed build."""
     from search import SearchOptions
     from search.run import run_search
     if out.exists() and json.loads(out.read_text()).get("complete"):
         return json.loads(out.read_text())
     out.parent.mkdir(parents=True, exist_ok=True)
     opts = SearchOptions(algorithm=algorithm, policy=policy, budget=budget, seed=seed,
-                         cost_db=cost_db if policy == "cost" else None)
+                         cost_db=cost_db if policy == "cost" else None, build=verifier.timed_build)
     t0 = time.perf_counter()
     traj = run_search(program, opts, engine=engine, verifier=verifier, out=str(out), progress=lambda m: None)
     b = traj.best
@@ -173,7 +174,7 @@ def phase_search(a, progs):
     engine = engine_of_search()
     for t in a.threads:
         set_threads(t)
-        with Verifier("llvm", trials=3, timeout=300, repeat=7) as verifier:
+        with Verifier("llvm", trials=3, timeout=300, repeat=7, timed_build=a.build) as verifier:
             for name in a.workloads:
                 for alg in a.algorithms:
                     for pol in a.policies:
@@ -275,7 +276,7 @@ def phase_heldout(a):
     set_threads(a.threads[0])
     res_path = a.out / "heldout.json"
     results = json.loads(res_path.read_text()) if res_path.exists() else {}
-    with Verifier("llvm", trials=3, timeout=300, repeat=7) as verifier:
+    with Verifier("llvm", trials=3, timeout=300, repeat=7, timed_build=a.build) as verifier:
         for name, shapes in HELDOUT:
             prog = library_program(name, shapes)
             for budget in sorted({a.early, a.budget}):
@@ -351,7 +352,7 @@ def phase_torch(a, progs):
                 continue
             lib = GEMM_ACT if name == "gemm_relu" else (name, shapes) if shapes else None
             job = {"workload": lib[0] if lib else name, "shapes": lib[1] if lib else None, "threads": t,
-                   "program": prog.to_json()}
+                   "program": prog.to_json(), "build": a.build}
             row = in_process(job)
             row.update(work=roofline.work(progs[name] if name in progs else library_program(name, shapes)),
                        searched_at=t if name not in progs or load_runs(a, name, t) else a.threads[0])
@@ -609,6 +610,8 @@ def _main(argv) -> int:
                     help="a directory holding apache-tvm-ffi 0.1.14.post1, put first on the tuning subprocess's path "
                          "(when the environment has 0.1.15, which crashes MetaSchedule)")
     ap.add_argument("--tune-timeout", type=float, default=3600)
+    ap.add_argument("--build", choices=("exact", "fast"), default="fast",
+                    help="the build the searches time (lowering.builds; default fast, as python -m search)")
     a = ap.parse_args(argv)
     a.workloads = a.workloads.split(",")
     a.algorithms = a.algorithms.split(",")

@@ -50,6 +50,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workloads", default="")
     ap.add_argument("--core", type=int, default=(os.cpu_count() or 2) - 1, help="the core the CPU-bound process holds")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--build", choices=("exact", "fast"), default="fast",
+                    help="the build the searches time (lowering.builds; default fast, as python -m search)")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     return _main(a)
@@ -74,11 +76,11 @@ def _main(a) -> int:
     progs = bench_workloads()
     names = a.workloads.split(",") if a.workloads else list(progs)
     engine = Engine(strategies="paper")
-    opts = SearchOptions(algorithm=a.algorithm, policy=a.policy, budget=a.budget, seed=0)
+    opts = SearchOptions(algorithm=a.algorithm, policy=a.policy, budget=a.budget, seed=0, build=a.build)
     load0 = os.getloadavg()
     t0 = time.perf_counter()
     rows = []
-    with Verifier("llvm", trials=3, timeout=300) as verifier:
+    with Verifier("llvm", trials=3, timeout=300, timed_build=a.build) as verifier:
         for name in names:
             prog = progs[name]
             quiet = search(prog, opts, a.out / f"{name}-quiet.json", engine, verifier)

@@ -2,8 +2,9 @@
 
     python benchmarks/versus.py JOB.json        (what benchmarks/search.py runs, one process per count)
 
-A job names a workload (a bundled example, or a library workload with its shapes), our program
-(LEIR JSON), optionally the original it was derived from (timed too), and the thread count. TVM's thread pool takes its size when the process starts
+A job names a workload (a bundled example, a library workload with its shapes, or a KernelBench file
+under ``kernelbench``: its model called on its inputs, allocating its outputs), our program
+(LEIR JSON), optionally the original it was derived from (timed too), the thread count and the build (``lowering.builds``; exact where it names none). TVM's thread pool takes its size when the process starts
 (``TVM_NUM_THREADS``, which the caller sets; here it is checked), torch's from
 ``torch.set_num_threads``. Each round times, in an order that rotates from round to round, our
 build (``lowering.run``), torch with preallocated outputs (``out=``, where the workload has that
@@ -54,11 +55,12 @@ def time_alternating(fns: dict, rounds: int = 9, min_ms: float = 5.0, warmup: in
             for n, ts in times.items()}
 
 
-def _ours(program):
-    """A zero-argument call of our build of ``program`` on its seeded inputs."""
+def _ours(program, named: str):
+    """A zero-argument call of our build of ``program`` (the build called ``named``,
+    ``lowering.builds``) on its seeded inputs."""
     from lowering.inputs import random_inputs
     from lowering.run import arguments, build, device_for
-    built = build(program, "llvm")
+    built = build(program, "llvm", build=named)
     dev = device_for("llvm")
     args, outs = arguments(program, random_inputs(program, 0, 0), dev, built.scratch)
     fn = built.function
@@ -71,7 +73,11 @@ def _torch(job, program):
 
     import torch_eager
     name = job["workload"]
-    if name in torch_eager.EXAMPLES:
+    if job.get("kernelbench"):                    # a KernelBench file: its model on its inputs, allocating
+        from dataset.translate.kernelbench import load
+        got = load(ROOT / job["kernelbench"])
+        fn, args, pfn, pargs = got.model.eval(), tuple(got.inputs), None, None
+    elif name in torch_eager.EXAMPLES:
         fn, args = torch_eager.example_call(name, program)
         pfn, pargs = torch_eager.example_call_preallocated(name, program)
     else:
@@ -97,15 +103,16 @@ def run_job(job: dict) -> dict:
         raise RuntimeError(f"TVM_NUM_THREADS is {have!r}, the job asks for {threads} threads")
     torch.set_num_threads(threads)
     program = program_from_json(job["program"])
-    fns = {"ours": _ours(program)}
+    named = job.get("build", "exact")             # jobs written before builds were named timed the exact one
+    fns = {"ours": _ours(program, named)}
     if job.get("original"):                       # the program the search started from, timed alike
-        fns["original"] = _ours(program_from_json(job["original"]))
+        fns["original"] = _ours(program_from_json(job["original"]), named)
     alloc, pre = _torch(job, program)
     if pre is not None:
         fns["torch"] = pre
     fns["torch_alloc"] = alloc
     res = time_alternating(fns, rounds=job.get("rounds", 9), min_ms=job.get("min_ms", 5.0))
-    return {"workload": job["workload"], "threads": threads, **{k: v for k, v in res.items()}}
+    return {"workload": job["workload"], "threads": threads, "build": named, **{k: v for k, v in res.items()}}
 
 
 def in_process(job: dict) -> dict:

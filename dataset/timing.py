@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from lowering.builds import DEFAULT_TIMED
 from lowering.measure import VERDICTS, Protocol, machine_key, record_problems
 from lowering.measure.stats import FIXED
 from lowering.measure.summodel import STATEMENTS
@@ -64,6 +65,9 @@ def dataset_problems(rows: list[dict], options) -> tuple[list[tuple[str, str]], 
         for k, field in fields.items():
             if t.get(field) != options.get(k, Protocol.look_every if k == "look_every" else None):
                 found.append(f"timing {field} is {t.get(field)}, the job's --{k.replace('_', '-')} is {options.get(k)}")
+        if (t.get("build") or DEFAULT_TIMED) != timed_build_of(options):
+            found.append(f"timing build is {t.get('build') or DEFAULT_TIMED}, the job's --build is "
+                         f"{timed_build_of(options)}")
         if t["target"] != r["verification"]["target"]:
             found.append(f"timed on {t['target']}, verified on {r['verification']['target']}")
         problems += [(where, p) for p in found]
@@ -73,6 +77,12 @@ def dataset_problems(rows: list[dict], options) -> tuple[list[tuple[str, str]], 
         listed = "; ".join(f"{k} ({n} rows)" for k, n in sorted(machines.items()))
         problems.append(("rows.jsonl", f"timings of {len(machines)} machines or targets in one dataset: {listed}"))
     return problems, ok
+
+
+def timed_build_of(options) -> str:
+    """The build a job's ``time`` option times (``lowering.builds``; named there only when not the
+    default, so that older jobs keep their fingerprints)."""
+    return (options or {}).get("build") or DEFAULT_TIMED
 
 
 def protocol_of_options(options: dict) -> Protocol:

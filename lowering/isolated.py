@@ -33,7 +33,8 @@ from .measure.lock import TimingLock
 # exactness of a rewrite (rule metadata) -> the tolerance that verifies it
 TOLERANCE_FOR_EXACTNESS = {"bitwise": "exact", "reassociating": "strict"}
 
-REASONS = ("equal", "not equal", "build failed", "execution failed", "timeout", "crashed", "invalid input")
+REASONS = ("equal", "not equal", "build failed", "execution failed", "timeout", "crashed", "invalid input",
+           "fast build differs")
 
 
 def tolerance_for(exactness: str | None, default: str = "strict") -> str:
@@ -58,6 +59,7 @@ class Verdict:
     seconds: float = 0.0
     builds: Optional[dict] = None   # compose: how each program was built (lowering.compose.METHODS)
     reference: Optional[dict] = None  # exact: the reference evaluator's verdict (lowering.bitwise.reference_verdict)
+    fast: Optional[dict] = None     # timed build fast: its outputs against the exact build's (lowering.verify.compare_builds)
 
     def to_json(self) -> dict:
         return json_safe(asdict(self))
@@ -85,6 +87,7 @@ class Measurement:
     number: int = 3
     repeat: int = 5
     seconds: float = 0.0
+    build: str = "exact"            # the named build timed (lowering.builds)
 
     def to_json(self) -> dict:
         return json_safe(asdict(self))
@@ -109,17 +112,21 @@ def _verify_now(original: dict, candidate: dict, opts: dict) -> dict:
         return Verdict(False, "invalid input", e.message, opts["target"]).to_json()
     try:
         r = verify(a, b, trials=opts["trials"], seed=opts["seed"], target=opts["target"],
-                   tolerance=opts["tolerance"], arch=opts["arch"], compose=opts.get("compose", False))
+                   tolerance=opts["tolerance"], arch=opts["arch"], compose=opts.get("compose", False),
+                   timed_build=opts.get("timed_build", "exact"))
     except LeirError as e:
         return Verdict(False, "invalid input", e.message, opts["target"]).to_json()
     if r.error is not None:
         stage = r.error["stage"]
         reason = "build failed" if stage == "build" else "execution failed"
         msg = f"{r.error['program']}: {r.error['message']}"
+    elif r.fast is not None and not r.fast["equal"]:
+        from .fastcheck import FAST_DIFFERS
+        reason, msg = FAST_DIFFERS, r.fast["message"]
     else:
         reason, msg = ("equal", None) if r.equal else ("not equal", _worst(r))
-    v = Verdict(bool(r.equal) and r.error is None, reason, msg, r.target, r.tolerance, r.trials,
-                r.max_abs_err, r.max_rel_err, r.build, r.exec, time.perf_counter() - t0, r.builds, r.reference)
+    v = Verdict(r.ok, reason, msg, r.target, r.tolerance, r.trials, r.max_abs_err, r.max_rel_err, r.build, r.exec,
+                time.perf_counter() - t0, r.builds, r.reference, r.fast)
     return v.to_json()
 
 
@@ -195,14 +202,18 @@ def _measure_now(program: dict, opts: dict) -> dict:
     from engine.leir.files import program_from_json
 
     from .errors import LoweringError
+    from .fastcheck import FAST_DIFFERS, FastMismatch, timed_build
     from .inputs import random_inputs
-    from .run import build, time_built
+    from .run import time_built
     t0 = time.perf_counter()
     m = Measurement(False, "measured", None, opts["target"], warmup=opts["warmup"], number=opts["number"],
-                    repeat=opts["repeat"])
+                    repeat=opts["repeat"], build=opts.get("timed_build", "exact"))
     try:
         prog = program_from_json(program)
-        built = build(prog, opts["target"], opts["arch"])
+        built = timed_build(prog, opts["target"], opts["arch"], m.build, opts["seed"])
+    except FastMismatch as e:
+        m.reason, m.message = FAST_DIFFERS, e.message
+        return m.to_json()
     except LeirError as e:
         m.reason, m.message = "build failed", e.message
         return m.to_json()
@@ -303,14 +314,19 @@ class Verifier:
     alone, so the whole program was); ``build_cache``: the on-disk cache of llvm builds its workers
     share with every process (``lowering.build_cache``): a folder, False (off) or None (as
     ``$LEIR_BUILD_CACHE`` says; default ``~/.cache/leir-engine/builds``); ``batch_size``: how many
-    programs ``verify_many`` and ``prebuild`` compile as one module (1: one at a time)."""
+    programs ``verify_many`` and ``prebuild`` compile as one module (1: one at a time);
+    ``timed_build``: the named build timings run (``lowering.builds``): ``exact`` (the default, as
+    verification) or ``fast`` (FMA, AVX-512), whose outputs each verification then also checks
+    against the exact build's at the strict tolerance (a mismatch: reason "fast build differs"), as
+    every timing does before it times a fast build (``lowering.fastcheck``)."""
 
     def __init__(self, target: str = "llvm", trials: int = 3, tolerance: str = "strict",
                  timeout: Optional[float] = None, *, seed: int = 0, isolate: bool = True, workers: int = 1,
                  memory_mib: Optional[int] = None, cache_size: int = 128, arch: str = "sm_90",
                  warmup: int = 3, number: int = 3, repeat: int = 5, log=None, compose: bool = False,
-                 build_cache=None, batch_size: int = 8):
+                 build_cache=None, batch_size: int = 8, timed_build: str = "exact"):
         from . import build_cache as disk_cache
+        from .builds import build_named
         from .tir import TARGETS
         from .verify import MODES
         if target not in TARGETS:
@@ -323,6 +339,7 @@ class Verifier:
             raise ValueError("a timeout needs isolate=True (the work must run in a worker process)")
         if batch_size < 1:
             raise LeirError(f"batch_size must be at least 1, got {batch_size}")
+        self.timed_build = build_named(timed_build, "timed build").name
         folder, bound = disk_cache.settings(build_cache)
         self.build_cache = (str(folder) if folder is not None else "off", bound / 2 ** 20)
         if not isolate and build_cache is not None:
@@ -433,23 +450,24 @@ class Verifier:
         reason, msg = out
         return self._count(Verdict(False, reason, msg, self.target, _tolerance_record(opts)))
 
-    def measure(self, program) -> Measurement:
-        """Median run time over ``repeat`` measurements after ``warmup`` runs."""
-        opts = self._opts(None)
+    def measure(self, program, build: Optional[str] = None) -> Measurement:
+        """Median run time over ``repeat`` measurements after ``warmup`` runs (``build``: the named
+        build timed; None: ``timed_build``; so for every ``measure_*``)."""
+        opts = self._opts(None, build)
         out = self._run("measure", (program.to_json(), opts))
         if isinstance(out, dict):
             return Measurement.from_json(out)
         reason, msg = out
         return Measurement(False, reason, msg, self.target, warmup=self.warmup, number=self.number,
-                           repeat=self.repeat)
+                           repeat=self.repeat, build=opts["timed_build"])
 
     def measure_schedule(self, programs: list, schedule: list[list[int]], min_ms: float = 0.5,
-                         best_of: int = 5) -> dict:
+                         best_of: int = 5, build: Optional[str] = None) -> dict:
         """Interleaved timings (``lowering.measure.rounds``): ``programs`` (one interface) built and warmed
         in one worker, then measured in the order of ``schedule`` (per round, indices into
         ``programs``) under one hold of the timing lock. {"ok", "reason", "message", "failed",
         "number", "times": ms per round per entry, "seconds"}."""
-        opts = self._opts(None) | {"min_ms": float(min_ms), "best_of": int(best_of)}
+        opts = self._opts(None, build) | {"min_ms": float(min_ms), "best_of": int(best_of)}
         out = self._run("schedule", ([p.to_json() for p in programs], schedule, opts))
         if isinstance(out, dict):
             return out
@@ -457,14 +475,15 @@ class Verifier:
         return {"ok": False, "reason": reason, "message": msg, "failed": None, "number": None, "times": [],
                 "seconds": 0.0}
 
-    def measure_paired(self, programs: list, protocol, sum_model: Optional[dict] = None) -> dict:
+    def measure_paired(self, programs: list, protocol, sum_model: Optional[dict] = None,
+                       build: Optional[str] = None) -> dict:
         """A parent (``programs[0]``) against candidates in interleaved rounds under the sequential
         rule of ``protocol`` (a ``lowering.measure.Protocol``), built and warmed once in one worker,
         under one hold of the timing lock (``lowering.measure.rounds.measure_paired_now``). {"ok",
         "reason", "message", "failed", "number", "samples": per candidate {"parent", "candidate"},
         "rounds", "seconds"}. ``sum_model`` ({"kernel_ms", "slot"}): the programs are slot kernels,
         decided on their program's speedup (``lowering.measure.summodel``)."""
-        opts = self._opts(None) | {"protocol": protocol.to_json(), "sum_model": sum_model}
+        opts = self._opts(None, build) | {"protocol": protocol.to_json(), "sum_model": sum_model}
         out = self._run("paired", ([p.to_json() for p in programs], opts))
         if isinstance(out, dict):
             return out
@@ -472,12 +491,13 @@ class Verifier:
         return {"ok": False, "reason": reason, "message": msg, "failed": None, "number": None, "samples": [],
                 "seconds": 0.0}
 
-    def measure_alone(self, programs: list, rounds: int, min_ms: float = 0.5, best_of: int = 5) -> dict:
+    def measure_alone(self, programs: list, rounds: int, min_ms: float = 0.5, best_of: int = 5,
+                      build: Optional[str] = None) -> dict:
         """Programs of any interfaces each timed alone (its own inputs and runs per mean), one
         measurement of each per round, under one hold of the timing lock
         (``lowering.measure.profile``). {"ok", "reason", "message", "failed", "runs", "times": ms
         per round per program, "seconds"}."""
-        opts = self._opts(None) | {"min_ms": float(min_ms), "best_of": int(best_of)}
+        opts = self._opts(None, build) | {"min_ms": float(min_ms), "best_of": int(best_of)}
         out = self._run("alone", ([p.to_json() for p in programs], int(rounds), opts))
         if isinstance(out, dict):
             return out
@@ -506,14 +526,15 @@ class Verifier:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _opts(self, tolerance: Optional[str]) -> dict:
+    def _opts(self, tolerance: Optional[str], build: Optional[str] = None) -> dict:
+        from .builds import build_named
         from .verify import MODES
         tol = tolerance or self.tolerance
         if tol not in MODES:
             raise LeirError(f"unknown tolerance '{tol}' (expected {', '.join(MODES)})")
         return {"target": self.target, "trials": self.trials, "tolerance": tol, "seed": self.seed,
                 "arch": self.arch, "warmup": self.warmup, "number": self.number, "repeat": self.repeat,
-                "compose": self.compose}
+                "compose": self.compose, "timed_build": build_named(build or self.timed_build, "timed build").name}
 
     def _count(self, v: Verdict) -> Verdict:
         self.counts[v.reason] = self.counts.get(v.reason, 0) + 1

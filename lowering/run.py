@@ -21,6 +21,7 @@ from engine.leir.canonical import renaming_key
 from engine.leir.diagnostics import LeirError
 
 from .build_stages import stage
+from .builds import EXACT, build_named, llvm_mattr
 from .cudacc import cuda_target
 from .errors import LoweringError
 from .inputs import numpy_dtype
@@ -38,6 +39,7 @@ class Built:
     scratch: tuple = ()   # (name, shape, dtype) of the buffers main takes after the outputs
     notes: tuple = ()     # cuda: (statement, loop, why) for bound loops run serially
     symbol: str = "main"  # the program's function in ``module`` (a batch holds several: lowering.batch_build)
+    build: str = EXACT    # which named build (lowering.builds)
 
     @cached_property
     def module(self):
@@ -66,9 +68,10 @@ def clear_build_cache() -> None:
     _CACHE.clear()
 
 
-def build_key(program, target: str, arch: str) -> tuple:
-    """What the in-process cache knows a build by: the program modulo renaming, target and arch."""
-    return (renaming_key(program), target, arch)
+def build_key(program, target: str, arch: str, build: str = EXACT) -> tuple:
+    """What the in-process cache knows a build by: the program modulo renaming, target, arch and
+    the named build (``lowering.builds``)."""
+    return (renaming_key(program), target, arch, build)
 
 
 def cached(key: tuple):
@@ -119,47 +122,47 @@ def llvm_cpu() -> str:
     return _HOST["cpu"]
 
 
-# Without these the code would not compute what the program says. TVM's LLVM backend fuses every
-# a*b+c into one fused multiply-add whenever the CPU has one (its floating-point op fusion is fixed
-# to "fast"), rounding once where the program rounds twice, and only where the two operations meet
-# in one expression after lowering: two programs a bitwise rule calls equal (``D = D + A*C`` and
-# its split ``E = A*C; D = D + E``) would then differ in the last bit. So builds leave FMA out;
-# LLVM ties AVX-512 to FMA, so a CPU with both builds AVX2 code (8 float lanes).
-NO_FMA = ("-fma", "-fma4")
+# The exact build's attributes (``lowering.builds``: why it leaves fused multiply-add out).
+NO_FMA = build_named(EXACT).mattr
 
 
-def llvm_target():
-    """The TVM target of an llvm build: this machine's CPU (``llvm_cpu``) without fused
-    multiply-add (``NO_FMA``: every float operation rounds as the program says). Should a CPU keep
-    AVX-512 without FMA, LLVM's preference for 256-bit vectors is turned off (``-prefer-256-bit``),
-    so a 16-lane loop of floats runs in one 512-bit register."""
-    if "target" not in _HOST:
+def llvm_target(build: str = EXACT):
+    """The TVM target of an llvm build: this machine's CPU (``llvm_cpu``) with the named build's
+    attributes (``lowering.builds.llvm_mattr``: exact leaves fused multiply-add out, so every float
+    operation rounds as the program says; fast keeps FMA and AVX-512). Where AVX-512 is left,
+    LLVM's preference for 256-bit vectors is turned off (``-prefer-256-bit``), so a 16-lane loop of
+    floats runs in one 512-bit register."""
+    key = "target" if build == EXACT else f"target:{build}"
+    if key not in _HOST:
         import tvm
+        b = build_named(build)
         cpu = llvm_cpu()
         if cpu == "generic":
-            _HOST["target"] = tvm.target.Target("llvm")
+            _HOST[key] = tvm.target.Target("llvm")
         else:
-            t = {"kind": "llvm", "mcpu": cpu, "mattr": list(NO_FMA)}
-            if "avx512f" in tvm.target.codegen.llvm_get_cpu_features(tvm.target.Target(t)):
-                t["mattr"] = [*NO_FMA, "-prefer-256-bit"]
-            _HOST["target"] = tvm.target.Target(t)
-    return _HOST["target"]
+            t = {"kind": "llvm", "mcpu": cpu, **({"mattr": list(b.mattr)} if b.mattr else {})}
+            mattr = llvm_mattr(build, tvm.target.codegen.llvm_get_cpu_features(tvm.target.Target(t)))
+            _HOST[key] = tvm.target.Target({"kind": "llvm", "mcpu": cpu, **({"mattr": mattr} if mattr else {})})
+    return _HOST[key]
 
 
-def _tvm_target(target: str, arch: str):
+def tvm_target(target: str, build: str = EXACT, arch: str = "sm_90"):
+    """The TVM target of ``target`` ("llvm" or "cuda") in the named ``build`` (``lowering.builds``);
+    on cuda both builds are the one CUDA build."""
     if target == "cuda":
+        build_named(build)
         return cuda_target(arch)
-    return llvm_target()
+    return llvm_target(build)
 
 
-def compile_tir(f, target: str, arch: str = "sm_90"):
+def compile_tir(f, target: str, arch: str = "sm_90", build: str = EXACT):
     """``tvm.compile`` of a lowered PrimFunc with the project's pass options."""
     import tvm
     with tvm.transform.PassContext(config=pass_config(target)):
-        return tvm.compile(f, target=_tvm_target(target, arch))
+        return tvm.compile(f, target=tvm_target(target, build, arch))
 
 
-def build(program, target: str = "llvm", arch: str = "sm_90") -> Built:
+def build(program, target: str = "llvm", arch: str = "sm_90", build: str = EXACT) -> Built:
     """Compile ``program``. Raises ``LoweringError``.
 
     Builds are cached (bounded, least recently used first out) by the program modulo a
@@ -167,17 +170,21 @@ def build(program, target: str = "llvm", arch: str = "sm_90") -> Built:
     renamed program computes the same outputs with the same code, so it reuses the build
     (``Built.text`` is then the TVMScript of the program first built); so are failures. llvm
     builds are also kept on disk by their lowered text (``lowering.build_cache``), for every
-    process. TVM rejecting the vectorised form is retried serially (``Built.vectorized``)."""
+    process. TVM rejecting the vectorised form is retried serially (``Built.vectorized``).
+    ``build``: the named build (``lowering.builds``: exact, the default, or fast)."""
     if target not in TARGETS:
         raise LoweringError(f"unknown target '{target}' (expected {' or '.join(TARGETS)})")
-    key = build_key(program, target, arch)
+    build_named(build)
+    if target == "cuda":          # one CUDA build for both names: compiled once
+        build = EXACT
+    key = build_key(program, target, arch, build)
     hit = cached(key)
     if isinstance(hit, LoweringError):
         raise LoweringError(hit.message, stage=hit.stage)
     if hit is not None:
         return hit
     try:
-        built = _build_fresh(program, target, arch)
+        built = _build_fresh(program, target, arch, build)
     except LoweringError as e:
         remember(key, e)
         raise
@@ -185,30 +192,30 @@ def build(program, target: str = "llvm", arch: str = "sm_90") -> Built:
     return built
 
 
-def _build_fresh(program, target: str, arch: str) -> Built:
+def _build_fresh(program, target: str, arch: str, build: str = EXACT) -> Built:
     if target == "cuda":
         from .cudacc import configure_runtime_compile
         configure_runtime_compile()
     with stage("lowering"):
         low = lower_module(program, target)
-    return build_from(program, low, target, arch)
+    return build_from(program, low, target, arch, build=build)
 
 
-def build_from(program, low, target: str, arch: str, prepared=None) -> Built:
+def build_from(program, low, target: str, arch: str, prepared=None, build: str = EXACT) -> Built:
     """Build ``program`` lowered as ``low``; when TVM rejects its vectorised form, its serial form.
     ``prepared``: (PrimFunc, disk) when the caller already parsed ``low`` and looked it up on disk."""
     serial = low.vectorized
     try:
-        return build_lowered(low, target, arch, True, retried=serial, prepared=prepared)
+        return build_lowered(low, target, arch, True, retried=serial, prepared=prepared, build=build)
     except LoweringError:
         if not serial:
             raise
     with stage("lowering"):
         low = lower_module(program, target, vectorize=False)
-    return build_lowered(low, target, arch, False)
+    return build_lowered(low, target, arch, False, build=build)
 
 
-def cache_material(text: str, target: str, arch: str) -> Optional[tuple]:
+def cache_material(text: str, target: str, arch: str, build: str = EXACT) -> Optional[tuple]:
     """(on-disk cache, the material of ``text``'s build) when this build is cached on disk, else None."""
     if target != "llvm":
         return None
@@ -216,10 +223,10 @@ def cache_material(text: str, target: str, arch: str) -> Optional[tuple]:
     cache = build_cache.active()
     if cache is None:
         return None
-    return cache, build_cache.material(text, llvm_target(), pass_config(target))
+    return cache, build_cache.material(text, llvm_target(build), pass_config(target))
 
 
-def from_disk(low, target: str, disk, vectorized: bool) -> Optional[Built]:
+def from_disk(low, target: str, disk, vectorized: bool, build: str = EXACT) -> Optional[Built]:
     """The build of ``low`` from the on-disk cache (None: not there); raises the ``LoweringError``
     the cache remembers for it."""
     if disk is None:
@@ -229,15 +236,16 @@ def from_disk(low, target: str, disk, vectorized: bool) -> Optional[Built]:
         return None
     if entry.error is not None:
         raise LoweringError(entry.error, stage="build")
-    return Built(low.text, _executable(entry.module), target, vectorized, low.scratch, low.notes, entry.symbol)
+    return Built(low.text, _executable(entry.module), target, vectorized, low.scratch, low.notes, entry.symbol, build)
 
 
-def build_lowered(low, target: str, arch: str, vectorized: bool, retried: bool = False, prepared=None) -> Built:
+def build_lowered(low, target: str, arch: str, vectorized: bool, retried: bool = False, prepared=None,
+                  build: str = EXACT) -> Built:
     """Compile a lowered program (``lowering.tir.Lowered``), through the on-disk cache on llvm.
     ``retried``: a failure is followed by another form of the program, so it is remembered on disk."""
     if prepared is None:
-        disk = cache_material(low.text, target, arch)
-        hit = from_disk(low, target, disk, vectorized)
+        disk = cache_material(low.text, target, arch, build)
+        hit = from_disk(low, target, disk, vectorized, build)
         if hit is not None:
             return hit
         f = None
@@ -248,7 +256,7 @@ def build_lowered(low, target: str, arch: str, vectorized: bool, retried: bool =
             with stage("primfunc"):
                 f = prim_func(low)
         with stage("compile"):
-            ex = compile_tir(f, target, arch)
+            ex = compile_tir(f, target, arch, build)
     except Exception as e:  # TVM build errors
         err = e if isinstance(e, LoweringError) else LoweringError(
             f"TVM could not build the program for {target}: {first_line(e)}", stage="build")
@@ -259,7 +267,7 @@ def build_lowered(low, target: str, arch: str, vectorized: bool, retried: bool =
         module = disk[0].put(ex.mod, [(disk[1], "main")])
         if module is not None:
             ex = _executable(module)
-    return Built(low.text, ex, target, vectorized, low.scratch, low.notes)
+    return Built(low.text, ex, target, vectorized, low.scratch, low.notes, build=build)
 
 
 def _executable(module):
@@ -322,9 +330,10 @@ def run_built(built: Built, program, inputs: dict, device=None) -> dict[str, np.
 
 
 def run_program(program, inputs: dict[str, np.ndarray], target: str = "llvm", device=None,
-                arch: str = "sm_90") -> dict[str, np.ndarray]:
-    """Build (cached) and run ``program`` on ``inputs``; the outputs by name, as numpy arrays."""
-    return run_built(build(program, target, arch), program, inputs, device)
+                arch: str = "sm_90", build_name: str = EXACT) -> dict[str, np.ndarray]:
+    """Build (cached; ``build_name``: ``lowering.builds``) and run ``program`` on ``inputs``; the
+    outputs by name, as numpy arrays."""
+    return run_built(build(program, target, arch, build_name), program, inputs, device)
 
 
 def time_built(built: Built, program, inputs: dict, device=None, warmup: int = 3, number: int = 3,

@@ -36,6 +36,10 @@ Reference tolerance (``mode="reference"``, for comparison only)
 
 Each trial draws fresh inputs (``lowering.inputs.random_inputs(program, seed, trial)``),
 identical for both programs; every trial must pass.
+
+Builds (``lowering.builds``)
+  Verification runs the exact build. When the fast build is what gets timed, ``compare_builds``
+  checks it against the exact build's outputs on the same inputs in strict mode.
 """
 from __future__ import annotations
 
@@ -221,6 +225,7 @@ class VerifyResult:
     speedup_median: Optional[float] = None
     builds: Optional[dict] = None        # compose: how each program was built (lowering.compose.METHODS)
     reference: Optional[dict] = None     # exact: the reference evaluator's verdict (lowering.bitwise)
+    fast: Optional[dict] = None          # timed build fast: its outputs against the exact build's (compare_builds)
 
     @property
     def ok(self) -> bool:
@@ -228,6 +233,8 @@ class VerifyResult:
         if self.build is False or self.exec is False:
             return False
         if self.candidate is not None and self.equal is not True:
+            return False
+        if self.fast is not None and not self.fast["equal"]:
             return False
         return self.error is None
 
@@ -239,17 +246,23 @@ class VerifyResult:
 
 def verify(program, candidate=None, trials: int = 3, seed: int = 0, target: str = "llvm",
            time: bool = False, tolerance: str = "strict", arch: str = "sm_90", device=None,
-           compose: bool = False) -> VerifyResult:
+           compose: bool = False, timed_build: str = "exact") -> VerifyResult:
     """Build, run and compare ``candidate`` against ``program`` over ``trials`` seeded trials.
 
     Without a candidate, only ``program`` is built, run (and timed): diff/equal stay None.
     ``compose``: both run as their slot kernels (``lowering.compose``: bitwise the whole build's
     outputs, a kernel built once for every program that has it); ``builds`` says how each was built.
+    Verification is always of the exact build (``lowering.builds``); ``timed_build="fast"``: an
+    equal candidate's (or, alone, the program's) fast build is then checked against its exact
+    build on the trials' inputs at the strict tolerance (``fast``; a mismatch fails the result),
+    and ``time`` times the fast builds.
     """
+    from .builds import EXACT, build_named
     from .compose import build_composed, run_composed
     from .inputs import random_inputs
     from .run import build, run_built, summarize_times, time_built
 
+    build_named(timed_build, "timed build")
     if tolerance not in MODES:
         raise LeirError(f"unknown tolerance '{tolerance}' (expected {', '.join(MODES)})")
     if trials < 1:
@@ -329,9 +342,22 @@ def verify(program, candidate=None, trials: int = 3, seed: int = 0, target: str 
             fail("reference", *failed)
             return res
         res.equal = bool(res.reference["equal"])
+    if timed_build != EXACT and target != "cuda" and res.equal is not False:
+        who, checked = ("candidate", candidate) if candidate is not None else ("original", program)
+        try:
+            res.fast = compare_builds(checked, [random_inputs(program, seed, t) for t in range(trials)], target,
+                                      arch, device).to_dict()
+        except LoweringError as e:
+            fail(e.stage if e.stage in ("build", "exec") else "build", f"{who} (fast build)", e)
+            return res
+        if not res.fast["equal"]:
+            return res
     if time:
         inputs = random_inputs(program, seed, 0)
         try:
+            if timed_build != EXACT and target != "cuda":     # checked above: the candidate's agrees
+                base = build(program, target, arch, timed_build)
+                cand = build(candidate, target, arch, timed_build) if candidate is not None else base
             s = summarize_times(time_built(base, program, inputs, device))
             res.time_ms_min, res.time_ms_median, res.times_ms = s["time_ms_min"], s["time_ms_median"], s["times_ms"]
             if candidate is not None:
@@ -344,6 +370,43 @@ def verify(program, candidate=None, trials: int = 3, seed: int = 0, target: str 
         except LoweringError as e:
             fail("time", "candidate" if candidate is not None else "original", e)
     return res
+
+
+@dataclass
+class FastCheck:
+    """How the fast build's outputs compared with the exact build's over some inputs."""
+
+    equal: bool
+    max_abs_err: float
+    max_rel_err: float
+    trials: int
+    message: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        return json_safe(asdict(self))
+
+
+def compare_builds(program, inputs: list, target: str, arch: str, device=None) -> FastCheck:
+    """Run ``program``'s exact and fast builds on each of ``inputs`` (name -> array) and compare
+    every output at the strict tolerance. Raises ``LoweringError`` when a build fails or a run fails."""
+    from .builds import EXACT, FAST
+    from .run import build, run_built
+    exact = build(program, target, arch, EXACT)
+    fast = build(program, target, arch, FAST)
+    n = reduction_length(program)
+    worst_abs = worst_rel = 0.0
+    for t, ins in enumerate(inputs):
+        want = run_built(exact, program, ins, device)
+        got = run_built(fast, program, ins, device)
+        for d in program.outputs:
+            c = compare(got[d.name], want[d.name], d.dtype, n, "strict")
+            worst_abs, worst_rel = max(worst_abs, c.max_abs_err), max(worst_rel, c.max_rel_err)
+            if not c.equal:
+                return FastCheck(False, worst_abs, worst_rel, t + 1,
+                                 f"the fast build of '{program.name}' differs from its exact build beyond the strict "
+                                 f"tolerance: inputs {t}, output {d.name}: {c.mismatches} element(s) outside the bound, "
+                                 f"max abs err {c.max_abs_err:.3g}")
+    return FastCheck(True, worst_abs, worst_rel, len(inputs))
 
 
 # --------------------------------------------------------------------------- CLI
@@ -386,6 +449,10 @@ def format_ladder(r: VerifyResult) -> str:
         if r.candidate_time_ms_min is not None:
             lines.append(f"       candidate min {r.candidate_time_ms_min:.4f} ms, median "
                          f"{r.candidate_time_ms_median:.4f} ms, speedup {r.speedup_median:.3f}x")
+    if r.fast is not None:
+        lines.append(f"Fast   {mark(r.fast['equal'], 'agrees with exact', 'DIFFERS FROM EXACT')}  max_abs_err "
+                     f"{_fmt(r.fast['max_abs_err'])}  max_rel_err {_fmt(r.fast['max_rel_err'])}"
+                     + (f"  ({r.fast['message']})" if r.fast["message"] else ""))
     if r.error is not None:
         lines.append(f"error: {r.error['stage']} of the {r.error['program']} failed: {r.error['message']}")
     return "\n".join(lines)
@@ -394,6 +461,8 @@ def format_ladder(r: VerifyResult) -> str:
 def main(argv=None) -> int:
     from engine.leir.cli import run_cli
     from engine.leir.files import load_program, load_programs
+
+    from .builds import BUILD_NAMES, DEFAULT_TIMED
 
     def _main(argv):
         ap = argparse.ArgumentParser(prog="python -m lowering.verify",
@@ -409,6 +478,9 @@ def main(argv=None) -> int:
         ap.add_argument("--trials", type=int, default=3)
         ap.add_argument("--seed", type=int, default=0)
         ap.add_argument("--tolerance", choices=MODES, default="strict")
+        ap.add_argument("--build", choices=BUILD_NAMES, default=DEFAULT_TIMED,
+                        help="the build --time times (lowering.builds): exact (default; what verification runs) or "
+                             "fast (FMA, AVX-512), first checked against exact at the strict tolerance")
         a = ap.parse_args(argv)
         prog = load_program(a.prog, a.name)
         cand = None
@@ -420,7 +492,7 @@ def main(argv=None) -> int:
             except LeirError as err:
                 raise err.located(a.candidate) from None
         r = verify(prog, cand, trials=a.trials, seed=a.seed, target=a.target, time=a.time,
-                   tolerance=a.tolerance, arch=a.arch)
+                   tolerance=a.tolerance, arch=a.arch, timed_build=a.build)
         if a.json:
             print(json.dumps(r.to_dict(), sort_keys=True))
         else:

@@ -69,9 +69,12 @@ def _main(argv) -> int:
     if a.resume and os.path.exists(a.output):
         from .trajectory import load_trajectory
         prev = load_trajectory(a.output).record
-        if prev["program"] != program.to_json() or SearchOptions.from_json(prev["options"]).to_json() != opts.to_json():
-            raise LeirError("--resume: the trajectory was written for another program or other options",
-                            file=a.output)
+        if prev["program"] != program.to_json():
+            raise LeirError("--resume: the trajectory was written for another program", file=a.output)
+        was, now = SearchOptions.from_json(prev["options"]).to_json(), opts.to_json()
+        if was != now:
+            differ = "; ".join(f"{k}: {was[k]!r} there, {now.get(k)!r} here" for k in sorted(was) if was[k] != now.get(k))
+            raise LeirError(f"--resume: the trajectory was written with other options ({differ})", file=a.output)
         try:
             check_same_rules(prev.get("rules"), engine.rule_manifest, "the trajectory")
         except LeirError as e:

@@ -77,11 +77,16 @@ class CandidateEvaluator:
 
     def __init__(self, original, target: str = "llvm", trials: int = 3, timeout: float = 300.0,
                  workers: int = 1, seed: int = 0, min_repeat_ms: float = 2.0, repeat: int = 7,
-                 recorded: Optional[dict] = None, log=None, verifier=None, protocol=None, database=None):
+                 recorded: Optional[dict] = None, log=None, verifier=None, protocol=None, database=None,
+                 timed_build: str = "exact"):
         """``verifier``: a ``lowering.Verifier`` to share (its worker processes stay warm across
         runs; the caller closes it); by default the evaluator makes and closes its own.
         ``protocol``: the paired-timing protocol (``lowering.measure.Protocol``); ``database``: the
-        evaluation database whose timing cache it reads and extends (None: in memory)."""
+        evaluation database whose timing cache it reads and extends (None: in memory);
+        ``timed_build``: the build timed (``lowering.builds``; fast: every program's fast build is
+        checked against its exact build before it is timed, a mismatch failing its timing; an own
+        verifier checks it at verification too). A shared verifier may time another build by
+        default: every timing here names this one."""
         from lowering import Verifier
         from lowering.measure import Measurer, TimingCache
         self.original = original
@@ -91,11 +96,11 @@ class CandidateEvaluator:
         self._own = verifier is None
         if verifier is None:
             verifier = Verifier(target=target, trials=trials, timeout=timeout, seed=seed, workers=workers,
-                                warmup=3, number=1, repeat=repeat, log=log)
+                                warmup=3, number=1, repeat=repeat, log=log, timed_build=timed_build)
         elif verifier.target != target:
             raise LeirError(f"the shared verifier is for target '{verifier.target}', the search for '{target}'")
         self.verifier = verifier
-        self.measurer = Measurer(verifier, protocol, cache=TimingCache(database))
+        self.measurer = Measurer(verifier, protocol, cache=TimingCache(database), build=timed_build)
         self.protocol = self.measurer.protocol
         self.cache: dict[str, CandidateOutcome] = {}          # verifications, by state key
         self.recorded: dict[str, CandidateOutcome] = dict(recorded or {})   # outcomes of an interrupted run
@@ -112,18 +117,18 @@ class CandidateEvaluator:
             self.verifier.number = int(recorded.get("number", 1))
             self.baseline, self.baseline_ms = recorded, float(recorded["median_ms"])
             return recorded
-        probe = self.verifier.measure(self.original)
+        probe = self.verifier.measure(self.original, **self.measurer.build_argument())
         if not probe.ok:
             raise LeirError(f"cannot measure the original program on target '{self.target}': "
                             f"{probe.reason}: {probe.message}")
         self.verifier.number = max(1, min(1000, math.ceil(self.min_repeat_ms / max(probe.median_ms, 1e-6))))
-        m = self.verifier.measure(self.original)
+        m = self.verifier.measure(self.original, **self.measurer.build_argument())
         if not m.ok:
             raise LeirError(f"cannot measure the original program on target '{self.target}': {m.reason}: {m.message}")
         self.baseline_ms = m.median_ms
         self.baseline = {"median_ms": m.median_ms, "spread_ms": m.spread_ms, "times_ms": m.times_ms,
                          "number": self.verifier.number, "repeat": self.verifier.repeat,
-                         "warmup": self.verifier.warmup, "target": self.target}
+                         "warmup": self.verifier.warmup, "target": self.target, "build": m.build}
         return self.baseline
 
     # ------------------------------------------------------------------ candidates
@@ -198,7 +203,7 @@ class CandidateEvaluator:
     def time_alone(self, program):
         """A ``Measurement`` of one program alone (warm-up, repeats, median): what weighs the kernel
         search's slots against each other; every comparison is paired (``evaluate``)."""
-        return self.verifier.measure(program)
+        return self.verifier.measure(program, **self.measurer.build_argument())
 
     def verify_only(self, program, tolerance: str):
         return self.verifier.verify(self.original, program, tolerance)

@@ -12,6 +12,7 @@ from dataclasses import MISSING, InitVar, asdict, dataclass, field, fields
 from typing import Optional
 
 from engine.leir.diagnostics import LeirError
+from lowering.builds import BUILD_NAMES, DEFAULT_TIMED, SEARCH_TIMED
 from lowering.measure.stats import CONFIDENCE, LOOK_EVERY, NOISE_FLOOR, ROUNDS, Protocol
 
 from .algorithms import ALGORITHMS
@@ -140,6 +141,11 @@ class SearchOptions:
     scorer: str = opt("server", "policies", "--llm-answer rank: where log-probabilities come from: server (the "
                       "endpoint's, each answer forced by a constraint; default) or local:PATH (transformers on a "
                       "Hugging Face folder or a .gguf file; no server needed)")
+    build: str = opt(SEARCH_TIMED, "measurement",
+                     "the build candidates are timed in (lowering.builds): fast (the default: this CPU's FMA and "
+                     "AVX-512, what users receive; each program's fast build is checked against its exact build at "
+                     "the strict tolerance before it is timed) or exact (no fused multiply-add, what verification "
+                     "runs; what searches timed before builds were named)", choices=BUILD_NAMES)
     extra: dict = opt({}, "search", flag=False)
     cost_db: InitVar[Optional[str]] = None          # the earlier name of ``database`` (a property below)
 
@@ -166,6 +172,7 @@ class SearchOptions:
              "--policy llm-free writes whole programs: use it with one of the paper's algorithms (--algorithm "
              "greedy, ...); the kernel search asks --policy llm which move of a kernel to measure")
         need(self.target in TARGET_NAMES, f"--target: unknown target '{self.target}' (expected llvm or cuda)")
+        need(self.build in BUILD_NAMES, f"--build: unknown build '{self.build}' (expected {' or '.join(BUILD_NAMES)})")
         need(self.constraint in CONSTRAINTS,
              f"--constraint: unknown constraint '{self.constraint}' (expected one of {', '.join(CONSTRAINTS)})")
         need(isinstance(self.budget, int) and self.budget >= 1, "--budget must be a positive number of samples")
@@ -224,8 +231,9 @@ class SearchOptions:
     @classmethod
     def from_json(cls, d: dict) -> "SearchOptions":
         """Options from a trajectory's record; fields it lacks (an older version) take their
-        defaults, ``cost_db`` is read as ``database``."""
+        defaults (but ``build``: exact, what they timed), ``cost_db`` is read as ``database``."""
         d = dict(d)
+        d.setdefault("build", DEFAULT_TIMED)        # written before builds were named: it timed the exact build
         if "cost_db" in d and d.get("database") is None:
             d["database"] = d.pop("cost_db")
         names = {f.name for f in fields(cls)}

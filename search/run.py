@@ -70,7 +70,7 @@ class Run:
         self._committed = set(stored)
         self.evaluator = CandidateEvaluator(program, options.target, options.trials, options.timeout, options.workers,
                                    options.seed, options.min_repeat_ms, options.repeat, recorded, log, verifier,
-                                   protocol=self.options.protocol(), database=database)
+                                   protocol=self.options.protocol(), database=database, timed_build=self.options.build)
         self.out = out
         self.progress = progress if progress is not None else (lambda msg: print(msg, file=sys.stderr))
         self.nodes: list[Node] = []

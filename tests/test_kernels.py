@@ -290,7 +290,7 @@ class TableVerifier:
         self.verified += 1
         return Verdict(True, "equal")
 
-    def measure(self, program):
+    def measure(self, program, build=None):
         from lowering import Measurement
         self.measured += 1
         t = self.ms(program)
@@ -298,7 +298,7 @@ class TableVerifier:
 
     arch = "sm_90"
 
-    def measure_paired(self, programs, protocol):
+    def measure_paired(self, programs, protocol, build=None):
         """Paired rounds of table times: every ratio exact, so each candidate is decided at the
         sequential rule's first look."""
         n = protocol.looks()[0][0]

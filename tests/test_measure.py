@@ -34,7 +34,7 @@ class ScriptedVerifier:
         self.speeds, self.fail, self.calls = speeds, set(fail), []
         self.rng = random.Random(0)
 
-    def measure_paired(self, programs, protocol):
+    def measure_paired(self, programs, protocol, build=None):
         from lowering.measure.stats import decide, sig
         self.calls.append([p.to_leir() for p in programs])
         for i, p in enumerate(programs):

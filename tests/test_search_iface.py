@@ -62,8 +62,10 @@ def test_cli_flags_come_from_the_options_registry():
     assert "screen_share" not in old and "cost_db" in old
     back = SearchOptions.from_json(dict(old, cost_db="old.jsonl"))
     assert back.database == "old.jsonl" and back.screen_share == d.screen_share and back.budget == old["budget"]
-    # so --resume (and the batch) take an older trajectory's options as today's same flags
-    same = SearchOptions(**{k: v for k, v in old.items() if k != "cost_db"})
+    # so --resume (and the batch) take an older trajectory's options as today's same flags, but for the
+    # build it timed: the exact one (written before builds were named), which it resumes with --build exact
+    assert SearchOptions.from_json(old).build == "exact" and d.build == "fast"
+    same = SearchOptions(**{k: v for k, v in old.items() if k != "cost_db"}, build="exact")
     assert SearchOptions.from_json(old).to_json() == same.to_json()
     from engine.leir.diagnostics import LeirError
     with pytest.raises(LeirError, match="--screen-share"):

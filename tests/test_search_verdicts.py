@@ -33,12 +33,12 @@ class SpeedVerifier:
         from lowering import Verdict
         return Verdict(True, "equal")
 
-    def measure(self, program):
+    def measure(self, program, build=None):
         from lowering import Measurement
         t = self.speed(program)
         return Measurement(True, "measured", median_ms=t, spread_ms=0.0, times_ms=[t] * 3)
 
-    def measure_paired(self, programs, protocol):
+    def measure_paired(self, programs, protocol, build=None):
         self.paired += 1
         looks = set(protocol.looks()[0])
         out, rounds = [], 0

@@ -113,13 +113,13 @@ class KernelTable:
         from engine.leir.canonical import renaming_key
         return self.ms[renaming_key(p)]
 
-    def measure_alone(self, programs, rounds, min_ms, best_of):
+    def measure_alone(self, programs, rounds, min_ms, best_of, build=None):
         self.alone.append(len(programs))
         row = [sum(self._ms(k) for k in programs[1:]) * (1 + self.whole_extra)] + [self._ms(k) for k in programs[1:]]
         return {"ok": True, "runs": [10] * len(programs), "seconds": 0.0,
                 "times": [[sig(x * (1 + self.rng.uniform(0, 0.002))) for x in row] for _ in range(rounds)]}
 
-    def measure_paired(self, programs, protocol, sum_model=None):
+    def measure_paired(self, programs, protocol, sum_model=None, build=None):
         from lowering.measure.summodel import scaler as make
         self.paired.append(sum_model)
         scale = make(**sum_model) if sum_model else None

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 
+from lowering.builds import BUILD_NAMES
+
 
 def _t(kind, nullable=False):
     return {"type": [kind, "null"] if nullable else kind}
@@ -60,6 +62,8 @@ VERIFICATION = obj({"equal": BOOL, "reason": STR, "target": STR,
 # ``statements`` records (lowering.measure.summodel) pair the changed slot's kernels (``samples``) and
 # derive the program's figures by the sum model from the parent's profile (the whole parent and each
 # slot kernel timed alone, per round), which they store with the slots and the kernels' own figures.
+# ``build``: the named build timed (lowering.builds); records written before builds were named timed
+# the exact build.
 MACHINE = obj({"cpu": STR, "gpu": NSTR, "cores": INT, "threads": NINT}, optional=("threads",))
 CI = {**arr(NUM), "minItems": 2, "maxItems": 2}
 STATEMENT_TIMING = obj({"slot": INT, "slots": arr({**arr(INT), "minItems": 2, "maxItems": 2}),
@@ -67,14 +71,14 @@ STATEMENT_TIMING = obj({"slot": INT, "slots": arr({**arr(INT), "minItems": 2, "m
                         "profile": obj({"times": arr(arr(NUM)), "runs": arr(INT)}),
                         "whole_ms": NUM, "kernel_ms": arr(NUM), "sum_ms": NUM, "sum_ratio": NUM,
                         "sum_tolerance": NUM})
-TIMING = obj({"target": STR, "machine": MACHINE,
+TIMING = obj({"target": STR, "machine": MACHINE, "build": {"type": "string", "enum": list(BUILD_NAMES)},
               "method": {"type": "string", "enum": ["sequential", "interleaved", "statements"]},
               "rounds": INT, "max_rounds": INT, "look_every": INT, "look_confidence": NUM,
               "runs_per_sample": INT, "parent_ms": NUM, "candidate_ms": NUM, "speedup": NUM,
               "ci": CI, "confidence": NUM, "noise_floor": NUM,
               "verdict": {"type": "string", "enum": ["faster", "slower", "tie"]},
               "samples": obj({"parent": arr(NUM), "candidate": arr(NUM)}), "statements": STATEMENT_TIMING},
-             nullable=True, optional=("max_rounds", "look_every", "look_confidence", "statements"))
+             nullable=True, optional=("build", "max_rounds", "look_every", "look_confidence", "statements"))
 RULE_FILES = arr(obj({"file": STR, "sha256": STR}))      # the rule files that made a row (names, content hashes)
 DIFFICULTY = obj({"K": INT, "P": INT, "S": INT, "score": NUM, "bucket": BUCKET, "computed_bucket": BUCKET})
 

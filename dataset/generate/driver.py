@@ -19,6 +19,7 @@ from engine.leir.diagnostics import LeirError
 from engine.plumbing.jobs import TIME_LIMIT
 from engine.rewrite.rule_sources import add_rules_options
 
+from lowering.builds import BUILD_NAMES, DEFAULT_TIMED
 from lowering.measure.stats import CONFIDENCE, LOOK_EVERY, NOISE_FLOOR, ROUNDS, looks, min_rounds
 
 DEFAULT_MAX_POINTS = 1 << 24
@@ -84,6 +85,10 @@ def parser() -> argparse.ArgumentParser:
                    help=f"with --time: relative difference an A/A comparison shows on this machine, below which a "
                         f"speedup is a tie (default {NOISE_FLOOR}, measured by benchmarks/timing_noise.py)")
     g.add_argument("--confidence", type=float, help=f"with --time: confidence of the interval (default {CONFIDENCE})")
+    g.add_argument("--build", choices=BUILD_NAMES,
+                   help=f"with --time: the build rows are timed in (lowering.builds): exact (default {DEFAULT_TIMED}: "
+                        "no fused multiply-add, what verification runs) or fast (this CPU's FMA and AVX-512), each "
+                        "candidate's fast build checked against its exact build at the strict tolerance first")
     g.add_argument("--database", metavar="FILE",
                    help="with --time: the evaluation database (JSON lines, shared with python -m search): timings "
                         "it holds for this machine are reused, new ones are added, so a repeated job re-times "
@@ -178,7 +183,7 @@ def timing_options(args):
     """False without --time, else the measurement's result options (rounds, floor, confidence)."""
     given = [n for n, v in (("--rounds", args.rounds), ("--noise-floor", args.noise_floor),
                             ("--confidence", args.confidence), ("--look-every", args.look_every),
-                            ("--database", args.database)) if v is not None]
+                            ("--database", args.database), ("--build", args.build)) if v is not None]
     if not args.time:
         if given:
             raise LeirError(f"{given[0]} sets how --time measures: use it with --time")
@@ -188,6 +193,8 @@ def timing_options(args):
          "confidence": CONFIDENCE if args.confidence is None else args.confidence,
          "look_every": LOOK_EVERY if args.look_every is None else args.look_every,
          "statements": bool(args.statement_builds)}
+    if args.build not in (None, DEFAULT_TIMED):       # named only when not the default: older jobs' fingerprints hold
+        t["build"] = args.build
     if not 0.5 <= t["confidence"] < 1:
         raise LeirError(f"--confidence must be in [0.5, 1), got {t['confidence']}")
     if not 0 <= t["noise_floor"] < 1:

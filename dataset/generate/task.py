@@ -141,10 +141,13 @@ class Runner:
         target whose composed outputs are checked bit for bit against whole builds."""
         if self._verifier is None:
             from lowering import Verifier
+
+            from ..timing import timed_build_of
             target = self.verify_target()
             self._verifier = Verifier(target=target, trials=int(self.options.get("trials") or 3),
                                       timeout=self.options.get("timeout"), seed=int(self.options.get("seed") or 0),
-                                      compose=target == "llvm" and not self.options.get("whole_builds"))
+                                      compose=target == "llvm" and not self.options.get("whole_builds"),
+                                      timed_build=timed_build_of(self.options.get("time")))
         return self._verifier
 
     @property

@@ -1,5 +1,5 @@
 """The timing cache: a paired comparison is measured once per (parent, candidate, target, machine,
-build options, protocol) and then read back, in this job and in any later job that shares the
+build options (the named build among them: ``lowering.builds``), protocol) and then read back, in this job and in any later job that shares the
 evaluation database (``lowering.measure.database``).
 
 Programs are identified modulo renaming (``engine.leir.canonical.renaming_key``): a renamed program
@@ -52,7 +52,8 @@ class TimingCache:
         self.stored += 1
         if self.database is not None:
             self.database.append({"kind": KIND, "key": key, "parent": parent_key, "candidate": candidate_key,
-                                  "target": record["target"], "machine": record["machine"], "record": record})
+                                  "target": record["target"], "machine": record["machine"],
+                                  "build": record.get("build", "exact"), "record": record})
 
     def __len__(self) -> int:
         return len(self._by_key)

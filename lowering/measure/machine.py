@@ -47,9 +47,12 @@ def machine_label(target: str) -> dict:
 
 
 def machine_key(record: dict) -> str:
-    """One line naming a record's target and machine (what must not be mixed silently); records
-    written before threads were recorded have no thread count."""
+    """One line naming a record's target, machine and build (what must not be mixed silently);
+    records written before threads were recorded have no thread count, those written before builds
+    were named timed the exact build (``lowering.builds``), which the line leaves unsaid."""
     m = record["machine"]
     gpu = f", GPU {m['gpu']}" if m.get("gpu") else ""
     threads = f", {m['threads']} threads" if m.get("threads") else ""
-    return f"{record['target']} on {m['cpu']}{gpu}, {m['cores']} cores{threads}"
+    build = record.get("build") or "exact"
+    named = f", {build} build" if build != "exact" else ""
+    return f"{record['target']} on {m['cpu']}{gpu}, {m['cores']} cores{threads}{named}"

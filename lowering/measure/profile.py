@@ -18,8 +18,9 @@ def measure_alone_now(programs: list[dict], rounds: int, opts: dict) -> dict:
     from engine.leir.diagnostics import LeirError
     from engine.leir.files import program_from_json
 
+    from ..fastcheck import FAST_DIFFERS, FastMismatch, timed_build
     from ..inputs import random_inputs
-    from ..run import arguments, build, device_for
+    from ..run import arguments, device_for
     from ..tir import first_line
     from .lock import TimingLock
     from .rounds import _empty, _warm, calibrate
@@ -32,10 +33,12 @@ def measure_alone_now(programs: list[dict], rounds: int, opts: dict) -> dict:
         for i, rec in enumerate(programs):  # noqa: B007 - i names the program that failed
             stage = "build failed"
             prog = program_from_json(rec)
-            built = build(prog, opts["target"], opts["arch"])
+            built = timed_build(prog, opts["target"], opts["arch"], opts.get("timed_build", "exact"), opts["seed"])
             stage = "execution failed"
             args, outs = arguments(prog, random_inputs(prog, opts["seed"], 0), dev, built.scratch)
             evals.append((built, dev, (*args, *outs)))
+    except FastMismatch as e:
+        return _empty(times=[], runs=[], reason=FAST_DIFFERS, failed=i, message=e.message)
     except LeirError as e:
         return _empty(times=[], runs=[], reason=stage, failed=i, message=e.message)
     try:

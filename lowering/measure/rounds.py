@@ -53,17 +53,22 @@ def pair(times: list[list[float]], sched: list[list[int]], n: int) -> list[tuple
 
 
 def _prepare(programs: list[dict], opts: dict):
-    """(evals, error): per program its ``Built``, device and arguments; or an error answer."""
+    """(evals, error): per program its ``Built`` (the timed build, ``opts["timed_build"]``; a fast
+    one checked against the exact one first, ``lowering.fastcheck``), device and arguments; or an
+    error answer."""
     from engine.leir.diagnostics import LeirError
     from engine.leir.files import program_from_json
 
+    from ..fastcheck import FAST_DIFFERS, FastMismatch, timed_build
     from ..inputs import random_inputs
-    from ..run import arguments, build, device_for
+    from ..run import arguments, device_for
     progs, evals = [], []
     for i, rec in enumerate(programs):
         try:
             prog = program_from_json(rec)
-            built = build(prog, opts["target"], opts["arch"])
+            built = timed_build(prog, opts["target"], opts["arch"], opts.get("timed_build", "exact"), opts["seed"])
+        except FastMismatch as e:
+            return None, {"reason": FAST_DIFFERS, "failed": i, "message": e.message}
         except LeirError as e:
             return None, {"reason": "build failed", "failed": i, "message": e.message}
         progs.append((prog, built))

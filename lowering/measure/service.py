@@ -8,6 +8,11 @@ compared with this parent on this machine, target, build and protocol is never t
 this job or in a later one sharing the evaluation database. Candidates that are the same program
 modulo renaming are timed once.
 
+``build``: the named build timed (``lowering.builds``; default the Verifier's ``timed_build``):
+``exact`` or ``fast``, whose every program is first checked against its exact build at the strict
+tolerance in the worker (``lowering.fastcheck``; a mismatch is a candidate that could not be timed).
+Every record names its build, and the cache keys on it, so exact and fast timings never mix.
+
 ``statements=True``: a candidate that changes one statement of its parent is timed by its changed
 slot kernel against the parent's, its speedup by the sum model (``lowering.measure.statements``,
 records of method ``statements``); the others are timed whole as above.
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..builds import EXACT, build_named
 from .cache import BUILD_VERSION, TimingCache, timing_key
 from .machine import machine_label
 from .stats import Protocol, record_of
@@ -27,11 +33,14 @@ class Measurer:
     """Paired timings through ``verifier`` (a ``lowering.Verifier``) under ``protocol``."""
 
     def __init__(self, verifier, protocol: Optional[Protocol] = None, *, cache: Optional[TimingCache] = None,
-                 database=None, machine: Optional[dict] = None, statements: bool = False):
+                 database=None, machine: Optional[dict] = None, statements: bool = False,
+                 build: Optional[str] = None):
         """``cache``: a ``TimingCache`` to share; else one over ``database`` (an
         ``EvaluationDatabase``; None: in memory only); ``statements``: time one-statement changes
-        by their slot kernels (``lowering.measure.statements``)."""
+        by their slot kernels (``lowering.measure.statements``); ``build``: the named build timed
+        (None: the verifier's ``timed_build``, exact when it has none)."""
         self.verifier = verifier
+        self.build = build_named(build or getattr(verifier, "timed_build", EXACT), "timed build").name
         self.protocol = (protocol or Protocol()).check()
         self.cache = cache if cache is not None else TimingCache(database)
         self._machine = machine
@@ -55,14 +64,20 @@ class Measurer:
 
     def build_options(self) -> dict:
         """What the build makes of a program beyond its text and the machine: the lowering's
-        version, the CUDA arch, and an llvm CPU chosen by ``LEIR_LLVM_MCPU`` (unset: this
-        machine's own CPU, which the machine label already names)."""
+        version, the CUDA arch, an llvm CPU chosen by ``LEIR_LLVM_MCPU`` (unset: this machine's own
+        CPU, which the machine label already names) and the named build unless it is ``exact``
+        (every timing before builds were named timed the exact build: their keys stay valid)."""
         import os
 
         from ..run import MCPU_ENV
         mcpu = os.environ.get(MCPU_ENV, "").strip() if self.target != "cuda" else ""
         return {"version": BUILD_VERSION, "arch": self.verifier.arch if self.target == "cuda" else None,
-                **({"mcpu": mcpu} if mcpu else {})}
+                **({"mcpu": mcpu} if mcpu else {}), **({"build": self.build} if self.build != EXACT else {})}
+
+    def build_argument(self) -> dict:
+        """``build=`` for the verifier's ``measure_*`` when it is not the verifier's own timed build
+        (so a verifier that names no builds, such as a test's stand-in, is asked as before)."""
+        return {"build": self.build} if self.build != getattr(self.verifier, "timed_build", EXACT) else {}
 
     def key(self, parent_key: str, candidate_key: str) -> str:
         protocol = self.protocol.to_json()
@@ -111,7 +126,7 @@ class Measurer:
             if got is not None:
                 samples, runs = got
                 out[i] = record_of(samples["parent"], samples["candidate"], target=self.target, machine=self.machine,
-                                   protocol=self.protocol, runs=runs)
+                                   protocol=self.protocol, runs=runs, build=self.build)
         return out
 
     def paired(self, parent, candidates: list, sum_model: Optional[dict] = None) -> list:
@@ -123,7 +138,8 @@ class Measurer:
             chunk = list(range(start, min(start + CHUNK, len(candidates))))
             while chunk:
                 res = self.verifier.measure_paired([parent] + [candidates[i] for i in chunk], self.protocol,
-                                                   **({"sum_model": sum_model} if sum_model else {}))
+                                                   **({"sum_model": sum_model} if sum_model else {}),
+                                                   **self.build_argument())
                 self.seconds += float(res.get("seconds") or 0.0)
                 if res["ok"]:
                     self.rounds += int(res.get("rounds") or 0)
@@ -140,7 +156,7 @@ class Measurer:
 
     def stats(self) -> dict:
         out = {"measured": self.measured, "cached": self.cache.hits, "rounds": self.rounds,
-               "seconds": round(self.seconds, 3), "protocol": self.protocol.to_json()}
+               "seconds": round(self.seconds, 3), "protocol": self.protocol.to_json(), "build": self.build}
         if self.by_statements is not None:
             out["methods"] = dict(sorted(self.by_statements.counts.items()))
         return out

@@ -65,7 +65,7 @@ class StatementTimer:
             return self._profiles[key]
         m = self.measurer
         res = m.verifier.measure_alone([parent] + [s.kernel for s in slots], self.rounds, m.protocol.min_ms,
-                                       m.protocol.best_of)
+                                       m.protocol.best_of, **m.build_argument())
         m.seconds += float(res.get("seconds") or 0.0)
         prof = None
         if res["ok"]:
@@ -127,6 +127,6 @@ class StatementTimer:
                 samples, runs = res
                 out[i] = record_of(samples["parent"], samples["candidate"], target=m.target, machine=m.machine,
                                    protocol=m.protocol, runs=runs, profile=prof, slot=slot, slots=slots,
-                                   tolerance=self.tolerance)
+                                   tolerance=self.tolerance, build=m.build)
                 self.counts["statements"] += 1
         return out

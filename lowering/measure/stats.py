@@ -172,15 +172,16 @@ def decide(parent: list[float], candidate: list[float], protocol: Protocol, scal
 
 
 def record_of(parent: list[float], candidate: list[float], *, target: str, machine: dict, protocol: Protocol,
-              runs: int | None) -> dict:
+              runs: int | None, build: str = "exact") -> dict:
     """A timing record from paired samples ending where the sequential rule stopped (figures derived
-    from the stored, rounded values, so ``record_problems`` finds them again)."""
+    from the stored, rounded values, so ``record_problems`` finds them again); ``build``: the named
+    build timed (``lowering.builds``)."""
     parent, candidate = [sig(x) for x in parent], [sig(x) for x in candidate]
     d = decide(parent, candidate, protocol)
     if not d["decided"] or d["stop"] != len(parent):
         raise ValueError(f"{len(parent)} paired samples do not end where the sequential rule stops")
     pts, c = protocol.looks()
-    return {"target": target, "machine": machine, "method": SEQUENTIAL, "rounds": len(parent),
+    return {"target": target, "machine": machine, "build": build, "method": SEQUENTIAL, "rounds": len(parent),
             "max_rounds": protocol.rounds, "look_every": protocol.look_every, "look_confidence": sig(c),
             "runs_per_sample": runs, "parent_ms": d["parent_ms"], "candidate_ms": d["candidate_ms"],
             "speedup": d["speedup"], "ci": d["ci"], "confidence": protocol.confidence,
@@ -189,11 +190,12 @@ def record_of(parent: list[float], candidate: list[float], *, target: str, machi
 
 
 def fixed_record_of(parent: list[float], candidate: list[float], *, target: str, machine: dict, confidence: float,
-                    noise_floor: float, runs: int | None) -> dict:
+                    noise_floor: float, runs: int | None, build: str = "exact") -> dict:
     """A record of the fixed-rounds protocol (every round at once; method ``interleaved``)."""
     parent, candidate = [sig(x) for x in parent], [sig(x) for x in candidate]
     d = derive(parent, candidate, confidence, noise_floor)
-    return {"target": target, "machine": machine, "method": FIXED, "rounds": len(parent), "runs_per_sample": runs,
+    return {"target": target, "machine": machine, "build": build, "method": FIXED, "rounds": len(parent),
+            "runs_per_sample": runs,
             "parent_ms": d["parent_ms"], "candidate_ms": d["candidate_ms"], "speedup": d["speedup"], "ci": d["ci"],
             "confidence": confidence, "noise_floor": noise_floor, "verdict": d["verdict"],
             "samples": {"parent": parent, "candidate": candidate}}

@@ -68,7 +68,7 @@ def scaler(kernel_ms: list[float], slot: int):
 
 
 def record_of(parent: list[float], candidate: list[float], *, target: str, machine: dict, protocol: Protocol,
-              runs, profile: dict, slot: int, slots: list, tolerance: float) -> dict:
+              runs, profile: dict, slot: int, slots: list, tolerance: float, build: str = "exact") -> dict:
     """A timing record of method ``statements``: the kernels of slot ``slot`` paired (``parent``,
     ``candidate``: ms per round, ending where the sequential rule stopped on the program's
     interval), the parent's ``profile`` ({"times": rounds of [whole, kernel...], "runs"}) and its
@@ -79,7 +79,7 @@ def record_of(parent: list[float], candidate: list[float], *, target: str, machi
     if not d["decided"] or d["stop"] != len(parent):
         raise ValueError(f"{len(parent)} paired samples do not end where the sequential rule stops")
     _, c = protocol.looks()
-    return {"target": target, "machine": machine, "method": STATEMENTS, "rounds": len(parent),
+    return {"target": target, "machine": machine, "build": build, "method": STATEMENTS, "rounds": len(parent),
             "max_rounds": protocol.rounds, "look_every": protocol.look_every, "look_confidence": sig(c),
             "runs_per_sample": runs, "parent_ms": d["parent_ms"], "candidate_ms": d["candidate_ms"],
             "speedup": d["speedup"], "ci": d["ci"], "confidence": protocol.confidence,
