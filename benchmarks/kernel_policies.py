@@ -2,7 +2,8 @@
 
     python benchmarks/kernel_policies.py [--out DIR] [--programs issue,heldout,workloads]
         [--budgets 16,64] [--runs kernels:cost,kernels:random,kernels:measure,greedy:random]
-        [--seeds 0,1,2] [--endpoint URL --model NAME] [--phase run|table|all]
+        [--seeds 0,1,2] [--endpoint URL --model NAME] [--build fast|exact] [--phase run|table|all]
+    python benchmarks/kernel_policies.py --phase torch [--threads 1,2] [--torch-run kernels:cost] ...
 
 Every run is ``python -m search`` with default options but for the algorithm, policy, budget and
 seed (``kernels:cost`` is the search's default); a policy that draws (random, random-all,
@@ -11,9 +12,10 @@ under ``DIR/runs/`` (skipped when complete: the phase resumes), its best traject
 with ``Engine.apply`` and the load average noted before and after. ``table`` writes
 ``DIR/table.md`` and ``DIR/table.json``: per program the confirmed speedup of each run (medians
 over seeds, with the seeds' range), whether the default search beats greedy + random's median at
-the same budget, and the machine and target every timing was taken on.
+the same budget, and the machine and target every timing was taken on. ``torch`` (run on its own,
+after ``run``) times each KernelBench file's best program against torch eager (``phase_torch``).
 
-Programs: ``issue`` the three KernelBench files of ``benchmarks/kernelbench/`` (translated as
+Programs: ``issue`` the four KernelBench files of ``benchmarks/kernelbench/`` (translated as
 written: reduced shapes), ``heldout`` the six held-out library programs of
 ``benchmarks/search.py``, ``workloads`` its six benchmark workloads. ``kernels:llm`` needs a
 served model (``--endpoint``, ``--model``; e.g. SmolLM2 behind llama.cpp's server, README).
@@ -31,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "benchmarks"))
 
 KERNELBENCH = ROOT / "benchmarks" / "kernelbench"
 DRAWS = ("random", "random-all", "measure", "llm")      # policies whose runs differ by seed
@@ -85,7 +88,7 @@ def one(program, alg: str, pol: str, budget: int, seed: int, path: Path, engine,
     path.parent.mkdir(parents=True, exist_ok=True)
     opts = SearchOptions(algorithm=alg, policy=pol, budget=budget, seed=seed,
                          endpoint=a.endpoint if pol.startswith("llm") else None,
-                         model=a.model if pol.startswith("llm") else None)
+                         model=a.model if pol.startswith("llm") else None, build=a.build)
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     traj = run_search(program, opts, engine=engine, verifier=verifier, out=str(path), progress=lambda m: None)
@@ -106,7 +109,7 @@ def phase_run(a) -> None:
     from lowering import Verifier
     progs = programs(a.programs)
     engine = Engine(strategies="paper,extra")
-    verifier = Verifier("llvm", trials=3, timeout=300)
+    verifier = Verifier("llvm", trials=3, timeout=300, timed_build=a.build)
     try:
         for name, program in progs.items():
             for budget in a.budgets:
@@ -168,6 +171,59 @@ def phase_table(a) -> None:
     print("\n".join(lines))
 
 
+def best_run(pdir: Path, run: str, budget: int) -> dict | None:
+    """The complete run of ``run`` (alg:pol) at ``budget`` with the highest confirmed speedup."""
+    alg, pol = run.split(":", 1)
+    recs = [json.loads(p.read_text()) for p in sorted(pdir.glob(f"{alg}-{pol}-b{budget}-s*.json"))]
+    recs = [r for r in recs if r.get("complete") and r.get("best")]
+    return max(recs, key=lambda r: r["best"]["speedup"]) if recs else None
+
+
+def phase_torch(a) -> None:
+    """Each KernelBench file's best program of ``--torch-run`` at the largest budget against torch eager
+    (the file's model on its inputs, allocating its output) at every ``--threads`` count, timed in
+    alternation in one process (``benchmarks/versus.py``); the machine's SGEMM and copy rates beside
+    (``benchmarks/roofline.py``). Writes ``DIR/torch.md`` and ``DIR/torch.json``."""
+    import roofline
+    from versus import in_process
+
+    from engine import parse_program
+    from engine.leir.files import program_from_json, write_atomic
+    from lowering.measure import machine_label
+    budget, rows, peaks = max(a.budgets), [], {}
+    for t in a.threads:
+        peaks[t] = roofline.calibrate(t)
+        for f in sorted(KERNELBENCH.glob("*.py")):
+            rec = best_run(a.out / "runs" / f.stem, a.torch_run, budget)
+            if rec is None:
+                continue
+            original = program_from_json(rec["program"])
+            best = parse_program(rec["best"]["leir"], name=original.name)
+            job = {"workload": f.stem, "kernelbench": str(f.relative_to(ROOT)), "threads": t, "build": rec["options"]["build"]
+                   if "build" in rec["options"] else "exact", "program": best.to_json(), "original": original.to_json()}
+            got = in_process(job)
+            w = roofline.work(original)
+            ours, torch_ms, orig = got["ours"]["median_ms"], got["torch_alloc"]["median_ms"], got["original"]["median_ms"]
+            rows.append({"program": f.stem, "threads": t, "budget": budget, "run": a.torch_run, "seed": rec["options"]["seed"],
+                         "build": job["build"], "confirmed": rec["best"]["speedup"], "ours_ms": ours, "torch_ms": torch_ms,
+                         "original_ms": orig, "ours_over_torch": ours / torch_ms,
+                         "ours_gflops": w["flops"] / ours / 1e6, "torch_gflops": w["flops"] / torch_ms / 1e6})
+            log(f"{f.stem} at {t} thread(s): ours {ours:.4f} ms, torch {torch_ms:.4f} ms ({ours / torch_ms:.2f}x its time)")
+    lines = [f"Best program of `{a.torch_run}` at budget {budget} against torch eager (llvm, {machine_label('llvm')}; "
+             "medians of 9 alternating rounds in one process; torch allocates its output, as the model does)", "",
+             "| program | threads | build | confirmed speedup | ours ms | GFLOP/s | torch ms | GFLOP/s | ours / torch |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['program']} | {r['threads']} | {r['build']} | {r['confirmed']:.2f} | {r['ours_ms']:.4f} | "
+              f"{r['ours_gflops']:.1f} | {r['torch_ms']:.4f} | {r['torch_gflops']:.1f} | {r['ours_over_torch']:.2f} |"
+              for r in rows]
+    lines += [""] + [f"At {t} thread(s): SGEMM {p['sgemm_gflops']:.1f} GFLOP/s, copy {p['copy_gbs_cache']:.1f} GB/s in "
+                     f"cache, {p['copy_gbs_stream']:.1f} GB/s streaming" for t, p in peaks.items()]
+    write_atomic(str(a.out / "torch.md"), "\n".join(lines) + "\n")
+    write_atomic(str(a.out / "torch.json"), json.dumps({"target": "llvm", "machine": machine_label("llvm"), "rows": rows,
+                                                        "machine_limits": peaks}, indent=1))
+    print("\n".join(lines))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python benchmarks/kernel_policies.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="out/kernel_policies", type=Path)
@@ -178,18 +234,27 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--endpoint")
     ap.add_argument("--model")
-    ap.add_argument("--phase", choices=("run", "table", "all"), default="all")
+    ap.add_argument("--phase", choices=("run", "table", "torch", "all"), default="all",
+                    help="all: run then table; torch (not in all): the KernelBench files' best programs against "
+                         "torch eager")
+    ap.add_argument("--threads", default="1", help="torch phase: thread counts (comma list)")
+    ap.add_argument("--torch-run", default="kernels:cost", help="torch phase: the alg:pol whose best program is timed")
+    ap.add_argument("--build", choices=("exact", "fast"), default="fast",
+                    help="the build the searches time (lowering.builds; default fast, as python -m search)")
     a = ap.parse_args(argv)
     a.programs = a.programs.split(",")
     a.budgets = [int(b) for b in a.budgets.split(",")]
     a.runs = [tuple(r.split(":", 1)) for r in a.runs.split(",")]
     a.seeds = [int(s) for s in a.seeds.split(",")]
+    a.threads = [int(t) for t in a.threads.split(",")]
     if any(p.startswith("llm") for _, p in a.runs) and not (a.endpoint and a.model):
         ap.error("an llm run needs --endpoint and --model")
     if a.phase in ("run", "all"):
         phase_run(a)
     if a.phase in ("table", "all"):
         phase_table(a)
+    if a.phase == "torch":
+        phase_torch(a)
     return 0
 
 
