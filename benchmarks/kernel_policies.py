@@ -187,8 +187,8 @@ def phase_torch(a) -> None:
     import roofline
     from versus import in_process
 
-    from engine import parse_program
     from engine.leir.files import program_from_json, write_atomic
+    from engine.leir.parser import parse_body
     from lowering.measure import machine_label
     budget, rows, peaks = max(a.budgets), [], {}
     for t in a.threads:
@@ -198,7 +198,7 @@ def phase_torch(a) -> None:
             if rec is None:
                 continue
             original = program_from_json(rec["program"])
-            best = parse_program(rec["best"]["leir"], name=original.name)
+            best = original.with_body(parse_body(rec["best"]["leir"]))
             job = {"workload": f.stem, "kernelbench": str(f.relative_to(ROOT)), "threads": t, "build": rec["options"]["build"]
                    if "build" in rec["options"] else "exact", "program": best.to_json(), "original": original.to_json()}
             got = in_process(job)

@@ -122,7 +122,9 @@ def in_process(job: dict) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         jf = Path(tmp) / "job.json"
         jf.write_text(json.dumps(job))
-        env = dict(os.environ, TVM_NUM_THREADS=str(job["threads"]))
+        # unbound: TVM's pool pinned to cores and torch's OpenMP pool in one process collide (torch's
+        # 128x256x192 matmul at 2 threads took 15.5 ms, not 0.063; docs/measurement.md)
+        env = dict(os.environ, TVM_NUM_THREADS=str(job["threads"]), TVM_BIND_THREADS="0")
         r = subprocess.run([sys.executable, str(Path(__file__).resolve()), str(jf)], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=1800)
     lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
