@@ -33,6 +33,9 @@ from .measure.lock import TimingLock
 # exactness of a rewrite (rule metadata) -> the tolerance that verifies it
 TOLERANCE_FOR_EXACTNESS = {"bitwise": "exact", "reassociating": "strict"}
 
+THREADS_ENV = "TVM_NUM_THREADS"     # the size of TVM's thread pool, read when a process starts it
+BIND_ENV = "TVM_BIND_THREADS"       # 0: TVM leaves its threads unpinned (docs/measurement.md, threads)
+
 REASONS = ("equal", "not equal", "build failed", "execution failed", "timeout", "crashed", "invalid input",
            "fast build differs")
 
@@ -293,8 +296,19 @@ def _alone_now(programs: list, rounds: int, opts: dict) -> dict:
     return measure_alone_now(programs, rounds, opts)
 
 
+def _threads_now() -> dict:
+    """What this process's programs run on: the size of TVM's thread pool (``runtime.NumThreads``)
+    and the environment TVM read it from."""
+    import os
+
+    import tvm
+    return {"pool": int(tvm.get_global_func("runtime.NumThreads")()),
+            "TVM_NUM_THREADS": os.environ.get(THREADS_ENV), "TVM_BIND_THREADS": os.environ.get(BIND_ENV)}
+
+
 HANDLERS = {"build": _build_now, "prebuild": _prebuild_now, "verify": _verify_now, "against": _against_now,
-            "measure": _measure_now, "schedule": _schedule_now, "paired": _paired_now, "alone": _alone_now}
+            "measure": _measure_now, "schedule": _schedule_now, "paired": _paired_now, "alone": _alone_now,
+            "threads": _threads_now}
 
 
 class Verifier:
@@ -318,13 +332,17 @@ class Verifier:
     ``timed_build``: the named build timings run (``lowering.builds``): ``exact`` (the default, as
     verification) or ``fast`` (FMA, AVX-512), whose outputs each verification then also checks
     against the exact build's at the strict tolerance (a mismatch: reason "fast build differs"), as
-    every timing does before it times a fast build (``lowering.fastcheck``)."""
+    every timing does before it times a fast build (``lowering.fastcheck``); ``threads``: the size of
+    TVM's thread pool in every worker it starts (``TVM_NUM_THREADS``, with ``TVM_BIND_THREADS=0``:
+    threads not pinned to cores; docs/measurement.md), None: the environment's, as this process's
+    (``threads`` then says ``lowering.measure.machine.cpu_threads()``)."""
 
     def __init__(self, target: str = "llvm", trials: int = 3, tolerance: str = "strict",
                  timeout: Optional[float] = None, *, seed: int = 0, isolate: bool = True, workers: int = 1,
                  memory_mib: Optional[int] = None, cache_size: int = 128, arch: str = "sm_90",
                  warmup: int = 3, number: int = 3, repeat: int = 5, log=None, compose: bool = False,
-                 build_cache=None, batch_size: int = 8, timed_build: str = "exact"):
+                 build_cache=None, batch_size: int = 8, timed_build: str = "exact",
+                 threads: Optional[int] = None):
         from . import build_cache as disk_cache
         from .builds import build_named
         from .tir import TARGETS
@@ -339,6 +357,13 @@ class Verifier:
             raise ValueError("a timeout needs isolate=True (the work must run in a worker process)")
         if batch_size < 1:
             raise LeirError(f"batch_size must be at least 1, got {batch_size}")
+        if threads is not None:
+            if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+                raise LeirError(f"threads must be a whole number at least 1, got {threads!r}")
+            if not isolate:
+                raise LeirError("threads needs isolate=True: the thread count is set in the environment of the "
+                                "worker processes, TVM's thread pool of this process is started already")
+        self._threads = threads
         self.timed_build = build_named(timed_build, "timed build").name
         folder, bound = disk_cache.settings(build_cache)
         self.build_cache = (str(folder) if folder is not None else "off", bound / 2 ** 20)
@@ -357,6 +382,13 @@ class Verifier:
         self._slots = threading.Semaphore(max(1, workers))
         self._lock = threading.Lock()
         self.counts: dict[str, int] = {}
+
+    @property
+    def threads(self) -> int:
+        """The thread count its CPU programs run on: the one given, else the environment's
+        (``lowering.measure.machine.cpu_threads``)."""
+        from .measure.machine import cpu_threads
+        return self._threads if self._threads is not None else cpu_threads()
 
     # ------------------------------------------------------------------ public
 
@@ -505,6 +537,15 @@ class Verifier:
         return {"ok": False, "reason": reason, "message": msg, "failed": None, "runs": [], "times": [],
                 "seconds": 0.0}
 
+    def thread_pool(self) -> dict:
+        """What a worker's programs run on, as the worker reports it: {"pool": the size of TVM's
+        thread pool, "TVM_NUM_THREADS", "TVM_BIND_THREADS": its environment's values (None: unset)},
+        or {"reason", "message"} when the worker crashed or timed out."""
+        out = self._run("threads", ())
+        if isinstance(out, dict):
+            return out
+        return {"reason": out[0], "message": out[1]}
+
     def close(self) -> None:
         """Stop the worker processes."""
         with self._lock:
@@ -585,8 +626,15 @@ class Verifier:
             worker = self._idle.pop() if self._idle else None
         if worker is None or not worker.alive():
             worker = WorkerProcess("lowering.tvm_worker", (self.memory_mib or 0, self.cache_size, *self.build_cache),
-                                   stderr=self.log)
+                                   env=self._worker_env(), stderr=self.log)
         return worker
+
+    def _worker_env(self) -> Optional[dict]:
+        """A worker's environment: this process's (None), or a copy of it with ``threads`` set."""
+        if self._threads is None:
+            return None
+        import os
+        return {**os.environ, THREADS_ENV: str(self._threads), BIND_ENV: "0"}
 
 
 def _local(kind: str, args: tuple, timeout=None):

@@ -5,7 +5,7 @@ A run writes its trajectory to ``spec["out"]`` atomically after every sample (so
 batch resumes it from there) and returns the final record, which the driver writes again,
 whole; running a task twice gives the same file. Rule engines and Verifiers (TVM worker
 processes) are kept across the runs of a worker, one per strategy set and one per verification
-setting (target, trials, timeout, seed, repeats, workers, timed build), so a run verifies exactly as a
+setting (target, trials, timeout, seed, repeats, workers, timed build, threads), so a run verifies exactly as a
 ``python -m search`` of the same options would.
 """
 from __future__ import annotations
@@ -37,10 +37,11 @@ def _engine(strategies, bundle=None):
 def _verifier(o):
     """The Verifier a search of options ``o`` would make for itself (``search.candidate_eval``)."""
     from lowering import Verifier
-    key = (o.target, o.trials, o.timeout, o.seed, o.repeat, o.workers, o.build)
+    key = (o.target, o.trials, o.timeout, o.seed, o.repeat, o.workers, o.build, o.threads)
     if key not in _VERIFIERS:
         _VERIFIERS[key] = Verifier(target=o.target, trials=o.trials, timeout=o.timeout, seed=o.seed,
-                                   workers=o.workers, warmup=3, number=1, repeat=o.repeat, timed_build=o.build)
+                                   workers=o.workers, warmup=3, number=1, repeat=o.repeat, timed_build=o.build,
+                                   threads=o.threads)
     return _VERIFIERS[key]
 
 

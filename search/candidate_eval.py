@@ -78,7 +78,7 @@ class CandidateEvaluator:
     def __init__(self, original, target: str = "llvm", trials: int = 3, timeout: float = 300.0,
                  workers: int = 1, seed: int = 0, min_repeat_ms: float = 2.0, repeat: int = 7,
                  recorded: Optional[dict] = None, log=None, verifier=None, protocol=None, database=None,
-                 timed_build: str = "exact"):
+                 timed_build: str = "exact", threads: Optional[int] = None):
         """``verifier``: a ``lowering.Verifier`` to share (its worker processes stay warm across
         runs; the caller closes it); by default the evaluator makes and closes its own.
         ``protocol``: the paired-timing protocol (``lowering.measure.Protocol``); ``database``: the
@@ -86,7 +86,8 @@ class CandidateEvaluator:
         ``timed_build``: the build timed (``lowering.builds``; fast: every program's fast build is
         checked against its exact build before it is timed, a mismatch failing its timing; an own
         verifier checks it at verification too). A shared verifier may time another build by
-        default: every timing here names this one."""
+        default: every timing here names this one. ``threads``: the thread count candidates run on
+        (``Verifier(threads=...)``; None: the environment's); a shared verifier must run on as many."""
         from lowering import Verifier
         from lowering.measure import Measurer, TimingCache
         self.original = original
@@ -96,9 +97,16 @@ class CandidateEvaluator:
         self._own = verifier is None
         if verifier is None:
             verifier = Verifier(target=target, trials=trials, timeout=timeout, seed=seed, workers=workers,
-                                warmup=3, number=1, repeat=repeat, log=log, timed_build=timed_build)
+                                warmup=3, number=1, repeat=repeat, log=log, timed_build=timed_build, threads=threads)
         elif verifier.target != target:
             raise LeirError(f"the shared verifier is for target '{verifier.target}', the search for '{target}'")
+        else:
+            from lowering.measure.machine import cpu_threads
+            wanted = threads if threads is not None else cpu_threads()
+            if getattr(verifier, "threads", wanted) != wanted:
+                how = "--threads" if threads is not None else "--threads not given: TVM_NUM_THREADS, else one per core"
+                raise LeirError(f"the shared verifier runs programs on {verifier.threads} thread(s), the search on "
+                                f"{wanted} ({how})")
         self.verifier = verifier
         self.measurer = Measurer(verifier, protocol, cache=TimingCache(database), build=timed_build)
         self.protocol = self.measurer.protocol

@@ -679,7 +679,7 @@ class KernelSearch:
         kernel_sum = sum(s["ms"] for s in slots) if all(s["ms"] for s in slots) else None
         from lowering.measure import machine_label
         self.stats = {
-            "target": self.options.target, "machine": machine_label(self.options.target),
+            "target": self.options.target, "machine": machine_label(self.options.target, self.options.threads),
             "slots": slots, "original_ms": whole, "kernel_sum_ms": kernel_sum,
             "kernel_sum_over_whole": (kernel_sum / whole) if (kernel_sum and whole) else None,
             "structures": len(self.structures),

@@ -146,6 +146,9 @@ class SearchOptions:
                      "AVX-512, what users receive; each program's fast build is checked against its exact build at "
                      "the strict tolerance before it is timed) or exact (no fused multiply-add, what verification "
                      "runs; what searches timed before builds were named)", choices=BUILD_NAMES)
+    threads: Optional[int] = opt(None, "measurement",
+                                 "threads each candidate runs on (TVM's thread pool in the timing workers, unbound "
+                                 "from cores); default: TVM_NUM_THREADS if set, else one per core", type=int)
     extra: dict = opt({}, "search", flag=False)
     cost_db: InitVar[Optional[str]] = None          # the earlier name of ``database`` (a property below)
 
@@ -184,6 +187,9 @@ class SearchOptions:
         need(self.kernel_seconds is None or self.kernel_seconds > 0, "--kernel-seconds must be positive")
         need(self.trials >= 1, "--trials must be at least 1")
         need(self.workers >= 1, "--workers must be at least 1")
+        need(self.threads is None or (isinstance(self.threads, int) and not isinstance(self.threads, bool)
+                                      and self.threads >= 1),
+             f"--threads must be a whole number at least 1, got {self.threads!r}")
         need(self.screen >= 1, "--screen must be at least 1")
         need(0.0 < self.screen_share <= 1.0, "--screen-share must be above 0 and at most 1")
         need(self.cost_margin >= 0.0, "--cost-margin must be at least 0")

@@ -49,7 +49,7 @@ def replay(record: dict, target: str | None = None, rounds: int | None = None, r
                         noise_floor=opts.get("noise_floor", 0.02), look_every=opts.get("look_every", 4))
     ev = CandidateEvaluator(original, target or opts.get("target", "llvm"), opts.get("trials", 3), opts.get("timeout", 300.0),
                    min_repeat_ms=opts.get("min_repeat_ms", 2.0), repeat=opts.get("repeat", 7), protocol=protocol,
-                   timed_build=opts.get("build", "exact"))
+                   timed_build=opts.get("build", "exact"), threads=opts.get("threads"))
     try:
         tol = path_tolerance([s.get("exactness", "") for s in steps]) if steps else "exact"
         v = ev.verify_only(program, tol)

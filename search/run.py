@@ -53,7 +53,8 @@ class Run:
         self.run_id = run_id(program.to_json(), self.options.to_json())
         self.root_key = renaming_key(program)
         if database is None:
-            database = RunDatabase(self.options.database, machine=machine_of(self.options.target))
+            database = RunDatabase(self.options.database,
+                                   machine=machine_of(self.options.target, self.options.threads))
         self.database = database
         recorded, stored = {}, {}
         self._resume_root = (resume or {}).get("original")
@@ -70,7 +71,8 @@ class Run:
         self._committed = set(stored)
         self.evaluator = CandidateEvaluator(program, options.target, options.trials, options.timeout, options.workers,
                                    options.seed, options.min_repeat_ms, options.repeat, recorded, log, verifier,
-                                   protocol=self.options.protocol(), database=database, timed_build=self.options.build)
+                                   protocol=self.options.protocol(), database=database, timed_build=self.options.build,
+                                   threads=self.options.threads)
         self.out = out
         self.progress = progress if progress is not None else (lambda msg: print(msg, file=sys.stderr))
         self.nodes: list[Node] = []

@@ -27,15 +27,20 @@ from lowering.measure.database import EvaluationDatabase
 
 
 def run_id(program_json: dict, options_json: dict) -> str:
-    """A run's identity: its program and options (the database's path left out)."""
-    opts = {k: v for k, v in options_json.items() if k not in ("database", "cost_db")}
+    """A run's identity: its program and options (the database's path left out, ``threads`` when
+    not given and ``build`` when exact, so that runs recorded before either option existed keep
+    their identity)."""
+    opts = {k: v for k, v in options_json.items()
+            if k not in ("database", "cost_db") and not (k == "threads" and v is None)
+            and not (k == "build" and v == "exact")}
     text = json.dumps([program_json, opts], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def machine_of(target: str) -> dict:
+def machine_of(target: str, threads: Optional[int] = None) -> dict:
+    """The machine label of a run's records (``threads``: ``--threads``, None: the environment's)."""
     from lowering.measure import machine_label
-    return machine_label(target)
+    return machine_label(target, threads)
 
 
 class RunDatabase(EvaluationDatabase):

@@ -121,9 +121,10 @@ def check_ffi() -> str | None:
 
 
 def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, rounds: int = 3,
-         warmup: int = 3, repeat: int = 7, min_repeat_ms: float = 2.0, original=None) -> dict:
+         warmup: int = 3, repeat: int = 7, min_repeat_ms: float = 2.0, original=None, build: str = "fast") -> dict:
     """Tune the plain form of ``program`` with ``trials`` measurements; the best schedule's time
-    next to ``original``'s (default: ``program``) under our lowering, both timed here."""
+    next to ``original``'s (default: ``program``) under our lowering, both timed here, both compiled
+    for the named ``build``'s target (``lowering.builds``; fast, as a search times by default)."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -136,7 +137,7 @@ def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, ro
     register_build()
     with tempfile.TemporaryDirectory() as tmp:
         wd = work_dir or tmp
-        db = ms.tune_tir(mod, tune_target(), wd, max_trials_global=trials,
+        db = ms.tune_tir(mod, tune_target(build), wd, max_trials_global=trials,
                          num_trials_per_iter=min(trials, 16), builder=builder,
                          runner=ms.runner.LocalRunner(timeout_sec=60.0), cost_model="xgb", database="json",
                          seed=seed, num_tuning_cores=1)
@@ -147,14 +148,14 @@ def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, ro
             best = min(measured, key=lambda r: statistics.fmean(float(x) for x in r.run_secs))
             sch = tvm.s_tir.Schedule(best.workload.mod)
             best.trace.apply_to_schedule(sch, remove_postproc=False)
-    out = {"trials": trials, "records": len(records), "measured": len(measured), "scan_blocks": scans,
+    out = {"trials": trials, "build": build, "records": len(records), "measured": len(measured), "scan_blocks": scans,
            "plain_changed": plain.to_leir() != serial_program(program).to_leir(),
            "tune_seconds": round(time.perf_counter() - t0, 1)}
     if sch is None:
         out.update({"ok": False, "reason": "no valid schedule"})
         return out
     out.update(evaluate_schedule(sch.mod, plain, scratch, original=original, rounds=rounds,
-                                 warmup=warmup, repeat=repeat, min_repeat_ms=min_repeat_ms))
+                                 warmup=warmup, repeat=repeat, min_repeat_ms=min_repeat_ms, build=build))
     out["best_trial_ms"] = min(statistics.fmean(float(x) for x in r.run_secs) * 1e3 for r in measured)
     if not out["rel_err"] <= MAX_REL_ERR:          # a schedule that computes something else is no result
         out.update({"ok": False, "reason": f"tuned schedule differs from the original (rel err {out['rel_err']:.2e})"})
@@ -164,32 +165,33 @@ def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, ro
 MAX_REL_ERR = 1e-4
 
 
-def tune_target():
-    """MetaSchedule's target: the CPU our llvm builds use (``lowering.run.llvm_cpu``), so tuned
-    and searched programs are compiled for the same instructions; ``num-cores`` as our timings."""
+def tune_target(build: str = "fast"):
+    """MetaSchedule's target: the CPU and attributes of our llvm ``build`` (``lowering.run.llvm_target``),
+    so tuned and searched programs are compiled for the same instructions; ``num-cores`` as our timings."""
     import tvm
 
     from lowering.run import llvm_target
-    t = dict(llvm_target().export())
+    t = dict(llvm_target(build).export())
     t.update({"kind": "llvm", "num-cores": 2})
     return tvm.target.Target(t)
 
 
 def evaluate_schedule(mod, program, scratch, *, original=None, rounds: int = 3, warmup: int = 3,
-                      repeat: int = 7, min_repeat_ms: float = 2.0) -> dict:
+                      repeat: int = 7, min_repeat_ms: float = 2.0, build: str = "fast") -> dict:
     """Check a scheduled module of ``program`` (whose ``main`` takes the inputs, the outputs and
-    the ``scratch`` buffers of our lowering) against our build of ``original`` on seeded inputs,
+    the ``scratch`` buffers of our lowering) against our ``build`` of ``original`` on seeded inputs,
     and time both in alternating rounds."""
     import numpy as np
     import tvm
 
     from lowering.inputs import random_inputs
-    from lowering.run import arguments, build, run_built
+    from lowering.run import arguments, run_built
+    from lowering.run import build as build_program
     original = original if original is not None else program
-    ex = tvm.compile(mod, target=tune_target())
+    ex = tvm.compile(mod, target=tune_target(build))
     dev = tvm.cpu(0)
     ins = random_inputs(original, 0, 0)
-    orig_built = build(original, "llvm")
+    orig_built = build_program(original, "llvm", build=build)
     want = run_built(orig_built, original, ins)
     a, o = arguments(program, ins, dev, scratch)
     ex["main"](*a, *o)
@@ -229,6 +231,9 @@ def _main(argv) -> int:
                     help="tune the plain form of the best program of a search trajectory (rewrite-then-tune)")
     ap.add_argument("--trials", type=int, default=64, help="MetaSchedule trials (default 64)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--build", choices=("exact", "fast"), default="fast",
+                    help="the build tuned and timed (lowering.builds): fast (default, as python -m search times: FMA, "
+                         "AVX-512) or exact (no fused multiply-add)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--jobs", action="store_true",
                     help="PROGRAM is a JSON list of {name, program, original, trials}; one JSON line each "
@@ -246,7 +251,8 @@ def _main(argv) -> int:
             # "alternatives": programs tried in order until MetaSchedule finds a schedule for one
             for i, pj in enumerate([job["program"], *job.get("alternatives", [])]):
                 try:
-                    r = tune(program_from_json(pj), int(job["trials"]), seed=a.seed, original=orig)
+                    r = tune(program_from_json(pj), int(job["trials"]), seed=a.seed, original=orig,
+                             build=job.get("build", a.build))
                 except Exception as e:  # a TVM failure in one job is that job's result
                     r = {"ok": False, "reason": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
                 r["alternative"] = i
@@ -264,7 +270,7 @@ def _main(argv) -> int:
         program = original.with_body(parse_body(rec["best"]["leir"]))
     else:
         program = original = load_program(a.program)
-    r = tune(program, a.trials, seed=a.seed, original=original)
+    r = tune(program, a.trials, seed=a.seed, original=original, build=a.build)
     r["program"] = program.name
     print(json.dumps(r) if a.json else
           (f"{program.name}: MetaSchedule {a.trials} trials: {r['speedup']:.3f}x over the original "

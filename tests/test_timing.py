@@ -124,7 +124,11 @@ def test_machine_label_names_cpu_cores_and_threads(monkeypatch):
     m = machine_mod.machine_label("llvm")
     assert isinstance(m["cpu"], str) and m["cpu"] and m["gpu"] is None and m["cores"] >= 1 and m["threads"] == 1
     monkeypatch.delenv("TVM_NUM_THREADS")
-    assert machine_mod.machine_label("llvm")["threads"] == m["cores"]
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(machine_mod.platform, "machine", lambda: "x86_64")
+    assert machine_mod.machine_label("llvm")["threads"] == max(1, m["cores"] // 2)   # TVM's default on x86
+    monkeypatch.setattr(machine_mod.platform, "machine", lambda: "aarch64")
+    assert machine_mod.machine_label("llvm")["threads"] == m["cores"]                # elsewhere one per core
     assert machine_mod.machine_key({"target": "cuda", "machine": {"cpu": "C", "gpu": "H100", "cores": 16}}) == \
         "cuda on C, GPU H100, 16 cores"
     assert machine_mod.machine_key({"target": "llvm", "machine": {"cpu": "C", "cores": 2, "threads": 1}}) == \

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+from typing import Optional
 
 
 def cpu_model() -> str:
@@ -31,19 +32,27 @@ def gpu_name() -> str | None:
 
 
 def cpu_threads() -> int:
-    """Threads a CPU program runs on: ``TVM_NUM_THREADS`` when set (TVM's thread pool reads it),
-    else TVM's default, one per core."""
-    try:
-        n = int(os.environ.get("TVM_NUM_THREADS") or 0)
-    except ValueError:
-        n = 0
-    return n if n > 0 else (os.cpu_count() or 1)
+    """Threads a CPU program runs on, as TVM's pool sizes itself (``MaxConcurrency``): ``TVM_NUM_THREADS``,
+    else ``OMP_NUM_THREADS`` (either at most the CPUs), else the online CPUs, halved on x86-64, where TVM takes half of them
+    for hyper-threads (so a 2-core x86 machine runs one thread unless told; records labelled before
+    2026-12-06 said one per core)."""
+    n = os.cpu_count() or 1
+    for name in ("TVM_NUM_THREADS", "OMP_NUM_THREADS"):
+        raw = os.environ.get(name)
+        if raw is not None:
+            try:
+                return max(1, min(int(raw), n))     # the pool never outnumbers the CPUs
+            except ValueError:
+                return 1            # TVM's atoi: text reads as 0, then at least one thread
+    return max(1, n // 2 if platform.machine().lower() in ("x86_64", "amd64") else n)
 
 
-def machine_label(target: str) -> dict:
-    """{"cpu", "gpu" (cuda targets only), "cores", "threads" (llvm: the thread pool's size)}."""
+def machine_label(target: str, threads: Optional[int] = None) -> dict:
+    """{"cpu", "gpu" (cuda targets only), "cores", "threads" (llvm: the thread pool's size)};
+    ``threads``: the count the programs run on when it is not this process's (a ``Verifier`` whose
+    workers were given ``threads``); None: ``cpu_threads()``."""
     return {"cpu": cpu_model(), "gpu": gpu_name() if target == "cuda" else None, "cores": os.cpu_count() or 1,
-            "threads": cpu_threads() if target != "cuda" else None}
+            "threads": (int(threads) if threads is not None else cpu_threads()) if target != "cuda" else None}
 
 
 def machine_key(record: dict) -> str:

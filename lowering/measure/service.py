@@ -58,8 +58,10 @@ class Measurer:
 
     @property
     def machine(self) -> dict:
+        """What its records are labelled with: this machine, and the thread count the verifier's
+        programs run on (``Verifier.threads``; a stand-in without one: this process's)."""
         if self._machine is None:
-            self._machine = machine_label(self.target)
+            self._machine = machine_label(self.target, getattr(self.verifier, "threads", None))
         return self._machine
 
     def build_options(self) -> dict:
