@@ -2,7 +2,7 @@
 
     python benchmarks/kernel_policies.py [--out DIR] [--programs issue,heldout,workloads]
         [--budgets 16,64] [--runs kernels:cost,kernels:random,kernels:measure,greedy:random]
-        [--seeds 0,1,2] [--endpoint URL --model NAME] [--build fast|exact] [--phase run|table|all]
+        [--seeds 0,1,2] [--endpoint URL --model NAME] [--build fast|exact] [--search-threads N] [--phase run|table|all]
     python benchmarks/kernel_policies.py --phase torch [--threads 1,2] [--torch-run kernels:cost] ...
 
 Every run is ``python -m search`` with default options but for the algorithm, policy, budget and
@@ -88,7 +88,7 @@ def one(program, alg: str, pol: str, budget: int, seed: int, path: Path, engine,
     path.parent.mkdir(parents=True, exist_ok=True)
     opts = SearchOptions(algorithm=alg, policy=pol, budget=budget, seed=seed,
                          endpoint=a.endpoint if pol.startswith("llm") else None,
-                         model=a.model if pol.startswith("llm") else None, build=a.build)
+                         model=a.model if pol.startswith("llm") else None, build=a.build, threads=a.search_threads)
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     traj = run_search(program, opts, engine=engine, verifier=verifier, out=str(path), progress=lambda m: None)
@@ -109,7 +109,7 @@ def phase_run(a) -> None:
     from lowering import Verifier
     progs = programs(a.programs)
     engine = Engine(strategies="paper,extra")
-    verifier = Verifier("llvm", trials=3, timeout=300, timed_build=a.build)
+    verifier = Verifier("llvm", trials=3, timeout=300, timed_build=a.build, threads=a.search_threads)
     try:
         for name, program in progs.items():
             for budget in a.budgets:
@@ -238,6 +238,7 @@ def main(argv=None) -> int:
                     help="all: run then table; torch (not in all): the KernelBench files' best programs against "
                          "torch eager")
     ap.add_argument("--threads", default="1", help="torch phase: thread counts (comma list)")
+    ap.add_argument("--search-threads", type=int, help="run phase: the searches' --threads (default: TVM's own)")
     ap.add_argument("--torch-run", default="kernels:cost", help="torch phase: the alg:pol whose best program is timed")
     ap.add_argument("--build", choices=("exact", "fast"), default="fast",
                     help="the build the searches time (lowering.builds; default fast, as python -m search)")

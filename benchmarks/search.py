@@ -236,7 +236,7 @@ def phase_tune(a, progs):
                    TVM_NUM_THREADS=str(a.threads[0]))
         log(f"{name}: MetaSchedule {', '.join(j['name'] for j in jobs)}")
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "search.tune", str(jf), "--jobs"], cwd=ROOT, env=env,
+        r = subprocess.run([sys.executable, "-m", "search.tune", str(jf), "--jobs", "--build", a.build], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=a.tune_timeout)
         lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
         if r.returncode != 0 and not lines:
