@@ -31,14 +31,14 @@ CORPUS = ROOT / "examples" / "corpus" / "programs.jsonl"
 
 
 def main(argv=None) -> int:
+    from lowering.builds import add_search_build_argument
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--out", type=Path, required=True)
     ap.add_argument("--budget", type=int, default=24)
     ap.add_argument("--points", type=int, default=16384, help="shrink programs to about this many points")
     ap.add_argument("--programs", type=int, default=0, help="at most this many programs (0: all training ones)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--build", choices=("exact", "fast"), default="fast",
-                    help="the build the searches time (lowering.builds; default fast, as python -m search)")
+    add_search_build_argument(ap)
     ap.add_argument("--strategies", default=DEFAULT_STRATEGIES,
                     help="the strategy set searched (default: the search's, so the prior knows every move it ranks)")
     ap.add_argument("--held-out", action="store_true",

@@ -225,6 +225,7 @@ def phase_torch(a) -> None:
 
 
 def main(argv=None) -> int:
+    from lowering.builds import add_search_build_argument
     ap = argparse.ArgumentParser(prog="python benchmarks/kernel_policies.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="out/kernel_policies", type=Path)
     ap.add_argument("--programs", default="issue,heldout", help="issue, heldout, workloads (comma list)")
@@ -240,8 +241,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", default="1", help="torch phase: thread counts (comma list)")
     ap.add_argument("--search-threads", type=int, help="run phase: the searches' --threads (default: TVM's own)")
     ap.add_argument("--torch-run", default="kernels:cost", help="torch phase: the alg:pol whose best program is timed")
-    ap.add_argument("--build", choices=("exact", "fast"), default="fast",
-                    help="the build the searches time (lowering.builds; default fast, as python -m search)")
+    add_search_build_argument(ap)
     a = ap.parse_args(argv)
     a.programs = a.programs.split(",")
     a.budgets = [int(b) for b in a.budgets.split(",")]

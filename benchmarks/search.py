@@ -593,6 +593,7 @@ def _main(argv) -> int:
     from engine.leir.diagnostics import LeirError
     from search.algorithms import ALGORITHMS as KNOWN_ALGORITHMS
     from search.policies import POLICIES as KNOWN_POLICIES
+    from lowering.builds import add_search_build_argument
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench-search")
     ap.add_argument("--phase", choices=("search", "tune", "heldout", "torch", "table", "all"), default="all")
@@ -610,8 +611,7 @@ def _main(argv) -> int:
                     help="a directory holding apache-tvm-ffi 0.1.14.post1, put first on the tuning subprocess's path "
                          "(when the environment has 0.1.15, which crashes MetaSchedule)")
     ap.add_argument("--tune-timeout", type=float, default=3600)
-    ap.add_argument("--build", choices=("exact", "fast"), default="fast",
-                    help="the build the searches time (lowering.builds; default fast, as python -m search)")
+    add_search_build_argument(ap)
     a = ap.parse_args(argv)
     a.workloads = a.workloads.split(",")
     a.algorithms = a.algorithms.split(",")

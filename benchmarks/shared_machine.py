@@ -42,6 +42,7 @@ def search(program, opts, path: Path, engine, verifier):
 
 
 def main(argv=None) -> int:
+    from lowering.builds import add_search_build_argument
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "shared")
     ap.add_argument("--algorithm", default="kernels")
@@ -50,8 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workloads", default="")
     ap.add_argument("--core", type=int, default=(os.cpu_count() or 2) - 1, help="the core the CPU-bound process holds")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--build", choices=("exact", "fast"), default="fast",
-                    help="the build the searches time (lowering.builds; default fast, as python -m search)")
+    add_search_build_argument(ap)
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     return _main(a)

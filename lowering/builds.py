@@ -51,6 +51,14 @@ def build_named(name: str, what: str = "build") -> Build:
     return b
 
 
+def add_search_build_argument(parser, timed: str = "the searches time") -> None:
+    """``--build`` for a command that times what searches time: the choices of ``BUILDS``, default
+    ``SEARCH_TIMED`` (so the benchmarks and MetaSchedule follow the search's default)."""
+    parser.add_argument("--build", choices=BUILD_NAMES, default=SEARCH_TIMED,
+                        help=f"the build {timed} (lowering.builds): {SEARCH_TIMED} (the default, as python -m search "
+                             "times: FMA, AVX-512 where present) or exact (no fused multiply-add)")
+
+
 def llvm_mattr(name: str, cpu_features) -> list:
     """The ``mattr`` of build ``name`` for a CPU whose features under the build's own ``mattr`` are
     ``cpu_features`` (LLVM's names): where AVX-512 is left, LLVM's preference for 256-bit vectors is

@@ -40,6 +40,8 @@ import tempfile
 import time
 from dataclasses import replace
 
+from lowering.builds import SEARCH_TIMED
+
 BUILD_FUNC = "leir.tune.build"
 
 
@@ -121,7 +123,7 @@ def check_ffi() -> str | None:
 
 
 def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, rounds: int = 3,
-         warmup: int = 3, repeat: int = 7, min_repeat_ms: float = 2.0, original=None, build: str = "fast") -> dict:
+         warmup: int = 3, repeat: int = 7, min_repeat_ms: float = 2.0, original=None, build: str = SEARCH_TIMED) -> dict:
     """Tune the plain form of ``program`` with ``trials`` measurements; the best schedule's time
     next to ``original``'s (default: ``program``) under our lowering, both timed here, both compiled
     for the named ``build``'s target (``lowering.builds``; fast, as a search times by default)."""
@@ -165,7 +167,7 @@ def tune(program, trials: int, *, seed: int = 0, work_dir: str | None = None, ro
 MAX_REL_ERR = 1e-4
 
 
-def tune_target(build: str = "fast"):
+def tune_target(build: str = SEARCH_TIMED):
     """MetaSchedule's target: the CPU and attributes of our llvm ``build`` (``lowering.run.llvm_target``),
     so tuned and searched programs are compiled for the same instructions; ``num-cores`` as our timings."""
     import tvm
@@ -177,7 +179,7 @@ def tune_target(build: str = "fast"):
 
 
 def evaluate_schedule(mod, program, scratch, *, original=None, rounds: int = 3, warmup: int = 3,
-                      repeat: int = 7, min_repeat_ms: float = 2.0, build: str = "fast") -> dict:
+                      repeat: int = 7, min_repeat_ms: float = 2.0, build: str = SEARCH_TIMED) -> dict:
     """Check a scheduled module of ``program`` (whose ``main`` takes the inputs, the outputs and
     the ``scratch`` buffers of our lowering) against our ``build`` of ``original`` on seeded inputs,
     and time both in alternating rounds."""
@@ -225,15 +227,14 @@ def main(argv=None) -> int:
 def _main(argv) -> int:
     from engine.leir.diagnostics import LeirError
     from engine.leir.files import load_program, program_from_json
+    from lowering.builds import add_search_build_argument
     ap = argparse.ArgumentParser(prog="python -m search.tune", description=__doc__.split("\n\n")[0])
     ap.add_argument("program", help="program file (.leir/.json), or a trajectory with --best")
     ap.add_argument("--best", action="store_true",
                     help="tune the plain form of the best program of a search trajectory (rewrite-then-tune)")
     ap.add_argument("--trials", type=int, default=64, help="MetaSchedule trials (default 64)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--build", choices=("exact", "fast"), default="fast",
-                    help="the build tuned and timed (lowering.builds): fast (default, as python -m search times: FMA, "
-                         "AVX-512) or exact (no fused multiply-add)")
+    add_search_build_argument(ap, "tuned and timed")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--jobs", action="store_true",
                     help="PROGRAM is a JSON list of {name, program, original, trials}; one JSON line each "
