@@ -122,10 +122,6 @@ def llvm_cpu() -> str:
     return _HOST["cpu"]
 
 
-# The exact build's attributes (``lowering.builds``: why it leaves fused multiply-add out).
-NO_FMA = build_named(EXACT).mattr
-
-
 def llvm_target(build: str = EXACT):
     """The TVM target of an llvm build: this machine's CPU (``llvm_cpu``) with the named build's
     attributes (``lowering.builds.llvm_mattr``: exact leaves fused multiply-add out, so every float

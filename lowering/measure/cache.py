@@ -15,7 +15,7 @@ from typing import Optional
 # 2: llvm builds for this machine's CPU (-mcpu, LEIR_LLVM_MCPU; was plain llvm, SSE2 without FMA),
 # exp in float32 as vector arithmetic, tiled loops whose iterations own their element vectorised /
 # parallel: the same program compiles to different code than under 1
-# 3: llvm builds without fused multiply-add (lowering.run.NO_FMA; AVX2 where 2 had AVX-512 and FMA)
+# 3: llvm builds without fused multiply-add (the exact build of lowering.builds; AVX2 where 2 had AVX-512 and FMA)
 BUILD_VERSION = 3
 KIND = "timing"
 
