@@ -104,7 +104,7 @@ class CandidateEvaluator:
             from lowering.measure.machine import cpu_threads
             wanted = threads if threads is not None else cpu_threads()
             if getattr(verifier, "threads", wanted) != wanted:
-                how = "--threads" if threads is not None else "--threads not given: TVM_NUM_THREADS, else one per core"
+                how = "--threads" if threads is not None else "--threads not given: TVM's default, lowering.measure.machine.cpu_threads"
                 raise LeirError(f"the shared verifier runs programs on {verifier.threads} thread(s), the search on "
                                 f"{wanted} ({how})")
         self.verifier = verifier

@@ -148,7 +148,7 @@ class SearchOptions:
                      "runs; what searches timed before builds were named)", choices=BUILD_NAMES)
     threads: Optional[int] = opt(None, "measurement",
                                  "threads each candidate runs on (TVM's thread pool in the timing workers, unbound "
-                                 "from cores); default: TVM_NUM_THREADS if set, else one per core", type=int)
+                                 "from cores); default: TVM's own (TVM_NUM_THREADS, else OMP_NUM_THREADS, else half the CPUs on x86)", type=int)
     extra: dict = opt({}, "search", flag=False)
     cost_db: InitVar[Optional[str]] = None          # the earlier name of ``database`` (a property below)
 
